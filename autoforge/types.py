@@ -1,0 +1,373 @@
+"""Every record that crosses a stage boundary.
+
+Each model maps one-to-one to a warehouse table (see ``sql/``): field names are column
+names, dict/list fields are stored as JSON. Models reject unknown fields. Ids are content
+hashes (:func:`content_id`), so writing the same record twice upserts instead of
+duplicating.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8. The basis of every hash."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def content_hash(obj: Any, n: int = 16) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()[:n]
+
+
+def content_id(prefix: str, *parts: Any) -> str:
+    """A stable id from content: ``content_id("tool", toolset, name, schema)`` -> ``tool_3f2a...``."""
+    return f"{prefix}_{content_hash(list(parts))}"
+
+
+def state_hash(state: dict) -> str:
+    """Hash of an environment state (canonical JSON). Reward compares these."""
+    return hashlib.sha256(canonical_json(state).encode()).hexdigest()
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+class Record(BaseModel):
+    """Base of every warehouse record: unknown fields are an error, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+Effect = Literal["read", "write", "unknown"]
+
+
+# --------------------------------------------------------------------------- runs
+
+
+class Run(Record):
+    """One execution of a stage (or of the whole factory). Every other row points to one."""
+
+    run_id: str
+    stage: str  # ingest | synthesize | sample | generate | verify | factory | train | eval
+    batch_id: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["running", "completed", "failed"] = "running"
+    counts: dict[str, Any] = Field(default_factory=dict)
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+
+
+# --------------------------------------------------------------------------- stage 1: ingest
+
+
+DocFormat = Literal["openai", "mcp", "openapi", "markdown"]
+
+
+class ToolDoc(Record):
+    """One tool-documentation file as ingested (accepted or rejected, with the reason)."""
+
+    doc_id: str  # content_id("doc", toolset, path, content)
+    toolset: str
+    path: str
+    format: DocFormat | None = None
+    content: str
+    status: Literal["accepted", "rejected", "needs_llm"]
+    error: str | None = None
+    n_tools: int = 0
+    run_id: str | None = None
+
+
+class ToolSpec(Record):
+    """A normalised tool: name, description, resolved JSON Schema parameters."""
+
+    tool_id: str  # content_id("tool", toolset, name, parameters, output_schema)
+    toolset: str
+    name: str
+    description: str = ""
+    parameters: dict[str, Any]  # JSON Schema, type "object", every $ref resolved
+    output_schema: dict[str, Any] | None = None
+    effect: Effect = "unknown"
+    doc_id: str
+    run_id: str | None = None
+
+
+class ToolSet(Record):
+    """A candidate environment: the tools of one documentation set."""
+
+    toolset_id: str  # content_id("toolset", name, sorted tool_ids)
+    name: str
+    description: str = ""
+    doc_ids: list[str] = Field(default_factory=list)
+    tool_ids: list[str] = Field(default_factory=list)
+    n_tools: int = 0
+    run_id: str | None = None
+
+
+# --------------------------------------------------------------------------- stage 2: environments
+
+
+FieldType = Literal["string", "integer", "number", "boolean", "array", "object"]
+
+
+class FieldSpec(Record):
+    name: str
+    type: FieldType = "string"
+    ref: str | None = None  # name of the collection this field points to (a foreign key)
+    enum: list[Any] | None = None
+    description: str = ""
+
+
+class CollectionSpec(Record):
+    """A collection of records keyed by id, e.g. ``orders: {"O0001": {...}}``."""
+
+    name: str  # plural: "orders"
+    entity: str  # singular: "order"
+    primary_key: str  # "order_id"
+    id_prefix: str  # "O" -> ids O0001, O0002 ...
+    fields: list[FieldSpec]
+
+
+class StateSchema(Record):
+    collections: list[CollectionSpec]
+
+
+class EnvironmentRecord(Record):
+    """E = (S, F): the state structure and the tool code of one tool set."""
+
+    env_id: str  # content_id("env", toolset_id, schema, sorted tool sources)
+    name: str
+    toolset_id: str
+    backend: str  # offline | openai:<model>
+    state_schema: StateSchema
+    sample_state: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["ready", "partial", "failed"]
+    n_tools: int
+    n_tools_accepted: int
+    reason: str | None = None
+    run_id: str | None = None
+
+
+class ToolCode(Record):
+    """The Python source of one tool of an environment, and whether it passed the checks."""
+
+    code_id: str  # content_id("code", env_id, name, source)
+    env_id: str
+    tool_id: str
+    name: str
+    source: str
+    status: Literal["accepted", "rejected"]
+    reason: str | None = None
+    attempts: int = 1
+    effect: Effect = "unknown"
+    kind: str = "llm"  # offline template kind (lookup, get, list, create, update, delete, ...) or "llm"
+    collection: str | None = None  # main collection it reads or writes
+    parameters: dict[str, Any] = Field(default_factory=dict)  # JSON Schema validated before each call
+    output_schema: dict[str, Any] | None = None  # what the code returns on success (for DAG binding)
+    run_id: str | None = None
+
+
+# --------------------------------------------------------------------------- stage 3: graphs and DAGs
+
+
+class Binding(Record):
+    output_path: str  # dotted path in the source tool's output: "user_id", "orders.*.order_id"
+    param: str  # parameter of the destination tool
+
+
+class GraphEdge(Record):
+    src: str
+    dst: str
+    bindings: list[Binding]
+
+
+class ToolGraph(Record):
+    graph_id: str  # content_id("graph", env_id, edges)
+    env_id: str
+    tools: list[str]
+    edges: list[GraphEdge]
+    method: str = "offline"  # offline name/type binding | openai:<model>
+    run_id: str | None = None
+
+
+class ToolSequence(Record):
+    seq_id: str  # content_id("seq", env_id, tools)
+    env_id: str
+    tools: list[str]
+    source: Literal["walk", "merge"] = "walk"
+    parents: list[str] = Field(default_factory=list)  # seq_ids merged into this one
+    seed: int | None = None
+    run_id: str | None = None
+
+
+class ArgSource(Record):
+    """Where the value of one argument of a DAG node comes from."""
+
+    kind: Literal["user", "node", "const"]
+    fact: str | None = None  # kind=user: key into Task.user_facts
+    node: str | None = None  # kind=node: upstream node id
+    path: str | None = None  # kind=node: dotted path into that node's output
+    value: Any = None  # kind=const: a literal (enum choice, constant)
+
+
+class DagNode(Record):
+    node_id: str  # "n0", "r1", ...
+    kind: Literal["tool", "reasoning"]
+    tool: str | None = None  # kind=tool
+    op: str | None = None  # kind=reasoning: argmin | argmax | filter | count | sum | add_days | compare ...
+    params: dict[str, Any] = Field(default_factory=dict)  # fixed operands of a reasoning op
+    args: dict[str, ArgSource] = Field(default_factory=dict)
+    requirement: int = 0  # which merged requirement (0, 1, ...) the node serves
+
+
+class TaskDag(Record):
+    dag_id: str  # content_id("dag", env_id, nodes)
+    env_id: str
+    seq_id: str | None = None
+    nodes: list[DagNode]
+    edges: list[tuple[str, str]]  # (parent, child): parent's output feeds child's input
+    n_requirements: int = 1
+    run_id: str | None = None
+
+
+# --------------------------------------------------------------------------- stages 4-5: tasks
+
+
+class ToolCall(Record):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+
+
+class Task(Record):
+    """D_k = (Q_k, S_k, S*_k, F): request, initial state, gold final state, tools (via env_id)."""
+
+    task_id: str  # content_id("task", env_id, dag shape, state change)
+    env_id: str
+    dag_id: str
+    request: str  # the user's opening message: minimum necessary information
+    user_facts: dict[str, Any]  # hidden facts the simulated user knows and reveals when asked
+    initial_state: dict[str, Any]
+    gold_state: dict[str, Any]
+    gold_state_hash: str
+    gold_calls: list[ToolCall]  # the gold DAG's tool calls with concrete arguments, in order
+    n_tool_calls: int
+    dag_depth: int
+    n_reasoning_nodes: int
+    n_requirements: int
+    status: Literal["generated", "verified", "rejected"] = "generated"
+    split: Literal["train", "test"] = "train"
+    batch_id: str | None = None
+    run_id: str | None = None
+
+
+class VerificationResult(Record):
+    task_id: str
+    check: str  # replay_deterministic | changes_state | do_nothing_fails | read_only_fails | traceable | not_duplicate
+    passed: bool
+    reason: str | None = None
+    run_id: str | None = None
+
+
+class Rejection(Record):
+    """Anything a stage dropped, with why: feeds ``v_stage_funnel``."""
+
+    rejection_id: str  # content_id("rej", stage, item_id, reason)
+    stage: str
+    item_id: str
+    reason: str  # short category, e.g. "cyclic_dag", "no_write_tool"
+    detail: str | None = None
+    run_id: str | None = None
+
+
+# --------------------------------------------------------------------------- stage 6: rollouts
+
+
+class Message(Record):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None  # tool name for role=tool
+
+
+class Episode(Record):
+    episode_id: str
+    task_id: str
+    env_id: str
+    agent: str
+    user_sim: str
+    trial: int = 0
+    messages: list[Message]
+    reward: float | None = None  # None: could not score (not 0)
+    reward_info: dict[str, Any] = Field(default_factory=dict)
+    final_state_hash: str | None = None
+    termination: str  # user_stop | max_turns | max_tokens | env_error | agent_error | ...
+    n_turns: int = 0
+    user_error: bool | None = None  # ground truth where an error was injected
+    user_error_kind: str | None = None
+    judge_flag: bool | None = None  # the user-error judge's verdict
+    eval_id: str | None = None
+    run_id: str | None = None
+
+
+class EvalResult(Record):
+    result_id: str  # content_id("res", eval_id, env_id, k)
+    eval_id: str
+    agent: str
+    user_sim: str
+    env_id: str | None  # None: the overall row
+    k: int
+    pass_hat_k: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n_tasks: int
+    run_id: str | None = None
+
+
+# --------------------------------------------------------------------------- stage 7: training
+
+
+class TrainingRun(Record):
+    train_run_id: str
+    config: dict[str, Any]
+    status: Literal["running", "completed", "failed"] = "running"
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    run_id: str | None = None
+
+
+class TrainingStep(Record):
+    train_run_id: str
+    step: int
+    phase: Literal["sft", "erpo"] = "erpo"
+    metrics: dict[str, Any]
+
+
+# --------------------------------------------------------------------------- LLM calls
+
+
+class LLMCall(Record):
+    call_id: str
+    backend: str
+    model: str
+    step: str  # which pipeline step asked (state_schema, tool_code, edges, user_sim, judge, ...)
+    prompt_hash: str
+    prompt: Any
+    response: Any = None
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    latency_ms: float | None = None
+    outcome: Literal["ok", "cached", "invalid", "error"]
+    error: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    run_id: str | None = None
