@@ -66,6 +66,15 @@ class Run(Record):
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
 
+    @classmethod
+    def make(cls, stage: str, params: dict[str, Any] | None = None, batch_id: str | None = None) -> "Run":
+        """A run whose id is a hash of (stage, batch, params): re-running the same batch reuses the row."""
+        params = params or {}
+        return cls(run_id=content_id("run", stage, batch_id, params), stage=stage, batch_id=batch_id, params=params)
+
+    def finish(self, status: str = "completed", **counts: Any) -> "Run":
+        return self.model_copy(update={"status": status, "counts": {**self.counts, **counts}, "finished_at": utcnow()})
+
 
 # --------------------------------------------------------------------------- stage 1: ingest
 
@@ -125,6 +134,8 @@ class FieldSpec(Record):
     ref: str | None = None  # name of the collection this field points to (a foreign key)
     enum: list[Any] | None = None
     description: str = ""
+    format: str | None = None  # JSON Schema format hint: date, date-time, email ... (sample values, reasoning)
+    items: dict[str, Any] | None = None  # type=array: JSON Schema of one element (ref: elements are ids)
 
 
 class CollectionSpec(Record):

@@ -1,0 +1,17 @@
+"""The DuckDB warehouse (any SQLAlchemy URL works): engine, migrations, typed reads and writes."""
+
+from autoforge.warehouse.engine import connect, resolve_url
+from autoforge.warehouse.migrations import apply_migrations
+from autoforge.warehouse.store import TABLES, check_read_only, query, read_records, table_exists, write_records
+
+__all__ = [
+    "TABLES",
+    "apply_migrations",
+    "check_read_only",
+    "connect",
+    "query",
+    "read_records",
+    "resolve_url",
+    "table_exists",
+    "write_records",
+]

@@ -1,0 +1,164 @@
+"""Warehouse: migrations, upserts, the one-writer rule, the read-only SQL command, export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from autoforge import types as T
+from autoforge.errors import ReadOnlyQueryError, WarehouseBusyError, WarehouseError
+from autoforge.warehouse import apply_migrations, query, read_records, write_records
+from autoforge.warehouse.export import export_relation
+from autoforge.warehouse.migrations import SQL_DIR, discover, split_statements
+
+
+def _spec(i: int, toolset: str = "shop") -> T.ToolSpec:
+    return T.ToolSpec(
+        tool_id=f"tool_{i}", toolset=toolset, name=f"tool{i}", doc_id="doc_1",
+        parameters={"type": "object", "properties": {"x": {"type": "integer"}}},
+    )
+
+
+def test_init_twice_changes_nothing(tmp_path):
+    wh = str(tmp_path / "w.duckdb")
+    first = apply_migrations(wh)
+    assert len(first["applied"]) == len(discover())
+    second = apply_migrations(wh)
+    assert second["applied"] == [] and second["already"] == len(discover())
+
+
+def test_older_schema_is_upgraded_in_place(tmp_path):
+    old_dir = tmp_path / "sql_old"
+    old_dir.mkdir()
+    migrations = discover()
+    for m in migrations[:3]:
+        (old_dir / m.name).write_text(m.text)
+    wh = str(tmp_path / "w.duckdb")
+    apply_migrations(wh, old_dir)
+    write_records(wh, [_spec(1)], migrate=False)
+    assert not any(r["table_name"] == "tasks" for r in query(wh, "SELECT table_name FROM information_schema.tables"))
+    res = apply_migrations(wh)
+    assert res["applied"] == [m.name for m in migrations[3:]]
+    assert query(wh, "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 1  # data kept
+    assert query(wh, "SELECT count(*) AS n FROM tasks")[0]["n"] == 0
+
+
+def test_every_stored_model_matches_its_table(warehouse):
+    """Each model's fields are exactly the table's columns (the contract between types.py and sql/)."""
+    from autoforge.warehouse.store import TABLES
+
+    cols = query(warehouse, "SELECT table_name, column_name FROM information_schema.columns")
+    by_table: dict[str, set[str]] = {}
+    for r in cols:
+        by_table.setdefault(r["table_name"], set()).add(r["column_name"])
+    for model, (table, _pk) in TABLES.items():
+        assert set(model.model_fields) == by_table[table], table
+
+
+def test_ddl_has_comment_per_column_and_checks_on_status():
+    for m in discover():
+        if not m.name.split("_", 1)[1].startswith("v_"):
+            body = [ln for ln in m.text.splitlines() if ln.startswith("    ") and not ln.strip().startswith(("PRIMARY", "--"))]
+            for ln in body:
+                assert "--" in ln, f"{m.name}: column without a comment: {ln.strip()}"
+            for ln in body:
+                if ln.split()[0] == "status":
+                    assert "CHECK" in ln, f"{m.name}: status column without CHECK"
+
+
+def test_upsert_never_duplicates_and_roundtrips(warehouse):
+    run = T.Run.make("ingest", {"paths": ["x"]})
+    write_records(warehouse, [_spec(i) for i in range(50)], run=run)
+    write_records(warehouse, [_spec(i) for i in range(50)], run=run)
+    assert query(warehouse, "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 50
+    assert query(warehouse, "SELECT count(*) AS n FROM runs")[0]["n"] == 1
+    got = read_records(warehouse, T.ToolSpec, where="name = :n", params={"n": "tool7"})
+    assert got == [_spec(7)]
+    assert T.Run.make("ingest", {"paths": ["x"]}).run_id == run.run_id
+
+
+def test_a_failing_batch_keeps_nothing_and_earlier_rows_stay(warehouse):
+    write_records(warehouse, [_spec(1)])
+    bad = T.ToolDoc(doc_id="d", toolset="s", path="p", content="", status="accepted", format="openai")
+    bad_row = bad.model_copy(update={"format": "not-a-format"})  # violates the CHECK constraint
+    with pytest.raises(WarehouseError):
+        write_records(warehouse, [_spec(2), bad_row])
+    names = [r["name"] for r in query(warehouse, "SELECT name FROM tool_specs ORDER BY name")]
+    assert names == ["tool1"]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO runs VALUES ('a')",
+        "DROP TABLE runs",
+        "COPY runs TO '/tmp/autoforge_x.csv'",
+        "ATTACH '/tmp/autoforge_other.duckdb' AS o",
+        "SELECT 1; DELETE FROM runs",
+        "UPDATE runs SET status = 'failed'",
+        "CREATE TABLE x (a INT)",
+    ],
+)
+def test_sql_refuses_writes(warehouse, sql):
+    with pytest.raises(ReadOnlyQueryError) as e:
+        query(warehouse, sql)
+    assert "read-only" in str(e.value)
+
+
+def test_second_process_gets_a_clear_busy_error(warehouse, tmp_path):
+    """While one process holds the file, another's write waits (bounded) then says who holds it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import duckdb, sys, time
+            con = duckdb.connect({warehouse!r})
+            print("locked", flush=True)
+            sys.stdin.readline()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        from autoforge.warehouse.engine import connect
+
+        with pytest.raises(WarehouseBusyError) as e:
+            with connect(warehouse, lock_timeout_s=0.5):
+                pass
+        assert "in use by process" in str(e.value) and "AUTOFORGE_LOCK_TIMEOUT" in str(e.value)
+    finally:
+        holder.communicate("\n", timeout=10)
+    write_records(warehouse, [_spec(3)])  # the file is intact and writable afterwards
+    assert query(warehouse, "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_export(warehouse, tmp_path, fmt):
+    write_records(warehouse, [_spec(i) for i in range(5)])
+    out = tmp_path / f"specs.{fmt}"
+    assert export_relation(warehouse, "tool_specs", fmt, out) == 5
+    assert out.stat().st_size > 0
+    if fmt == "jsonl":
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(rows) == 5 and rows[0]["toolset"] == "shop"
+
+
+def test_export_unknown_relation_lists_known(warehouse, tmp_path):
+    with pytest.raises(WarehouseError, match="known: .*tool_specs"):
+        export_relation(warehouse, "nope", "csv", tmp_path / "x.csv")
+
+
+def test_split_statements():
+    assert split_statements("CREATE TABLE a (x INT); -- c\nCREATE VIEW b AS SELECT 1;\n") == [
+        "CREATE TABLE a (x INT)", "CREATE VIEW b AS SELECT 1"]
+
+
+def test_read_only_query_on_missing_file_says_how_to_fix(tmp_path):
+    with pytest.raises(WarehouseError, match="autoforge init"):
+        query(str(tmp_path / "missing.duckdb"), "SELECT 1")
+
+
+def test_sql_dir_is_numbered():
+    assert SQL_DIR.is_dir() and discover()[0].name.startswith("001_")
