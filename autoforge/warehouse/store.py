@@ -123,10 +123,13 @@ _WRITE_WORDS = ("insert", "update", "delete", "drop", "create", "alter", "copy",
 
 def check_read_only(sql: str) -> None:
     """Refuse any statement that could write (INSERT, DROP, COPY TO, ATTACH ...), with a clear message."""
+    import re
+
+    parse_sql = re.sub(r"(?<![:\w]):[A-Za-z_]\w*", "NULL", sql)  # :named parameters -> NULL for the parser
     try:
         import duckdb
 
-        statements = duckdb.extract_statements(sql)
+        statements = duckdb.extract_statements(parse_sql)
     except ImportError:  # pragma: no cover - duckdb is a dependency
         statements = None
     except Exception as exc:  # noqa: BLE001 - a parse error: say so
