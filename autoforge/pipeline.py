@@ -27,20 +27,10 @@ def run_ingest(
     all_paths = [str(p) for p in (paths or [])]
     if bundled:
         all_paths.append(str(bundled_corpus_path()))
-    run = Run.make("ingest", {"paths": all_paths}, batch_id)
+    run = Run.make("ingest", {"paths": [str(p) for p in (paths or [])], "bundled": bundled}, batch_id)
     result = ingest_paths(all_paths, run_id=run.run_id)
     rejected = [d for d in result.docs if d.status == "rejected"]
-    rejections = [
-        Rejection(
-            rejection_id=content_id("rej", "ingest", d.doc_id, d.error),
-            stage="ingest",
-            item_id=d.doc_id,
-            reason=_reason_category(d.error or "rejected"),
-            detail=d.error,
-            run_id=run.run_id,
-        )
-        for d in rejected
-    ]
+    rejections = result.rejections(run.run_id)
     run = run.finish(
         docs_in=len(result.docs),
         docs_rejected=len(rejected),
@@ -56,12 +46,6 @@ def run_ingest(
         "errors": list(result.errors),
         "toolsets": [{"toolset": t.name, "tools": t.n_tools, "docs": len(t.doc_ids)} for t in result.toolsets],
     }
-
-
-def _reason_category(message: str) -> str:
-    """The reason part of 'file at location: reason', shortened to a category for the funnel view."""
-    reason = message.rsplit(": ", 1)[-1].strip()
-    return reason[:60]
 
 
 # ----------------------------------------------------------------------------- the factory

@@ -1,0 +1,309 @@
+"""Ingest files and folders of tool documentation into ``ToolDoc``/``ToolSpec``/``ToolSet`` records.
+
+DESIGN.md stage 1. Grouping (one tool set = one candidate environment, as in the paper's
+"each document set becomes an environment"):
+
+* a file given on its own is its own tool set, named by its stem;
+* a folder is one tool set named after the folder, made of the documents directly in it;
+  each subfolder is treated the same way (a folder of folders gives one tool set per
+  subfolder). A ``README.md`` in a folder describes that tool set (its first paragraph
+  becomes ``ToolSet.description``); it is not parsed as a tool document. Hidden files are
+  skipped.
+
+A rejected document is recorded (status ``rejected`` with the file, location and reason)
+and the rest of the batch goes on. Tool names must be unique within a tool set: a later
+document that redefines a name is rejected. Ids are content hashes, so ingesting the same
+input twice gives identical records. Pure: nothing is written anywhere; the caller persists
+``IngestResult.records()`` (the flow and the CLI use ``autoforge.warehouse.write_records``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from autoforge.errors import ToolDocError
+from autoforge.tooldocs.markdown import NEEDS_LLM_MESSAGE
+from autoforge.tooldocs.parse import parse_document
+from autoforge.tooldocs.source import SUPPORTED_SUFFIXES, read_text
+from autoforge.types import Record, Rejection, ToolDoc, ToolSet, ToolSpec, content_id
+
+BUNDLED_LABEL = "autoforge/data/tooldocs"
+
+
+class IngestResult(BaseModel):
+    """Everything one ingest produced. ``errors`` holds one message per rejected document or path."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    docs: list[ToolDoc] = Field(default_factory=list)
+    specs: list[ToolSpec] = Field(default_factory=list)
+    toolsets: list[ToolSet] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    needs_llm: list[str] = Field(default_factory=list)  # paths of prose documents waiting for an LLM backend
+
+    @property
+    def rejected(self) -> list[ToolDoc]:
+        return [d for d in self.docs if d.status == "rejected"]
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing was rejected (the CLI's exit code)."""
+        return not self.errors
+
+    def records(self) -> list[Record]:
+        """All records in write order: docs, then specs, then tool sets."""
+        return [*self.docs, *self.specs, *self.toolsets]
+
+    def rejections(self, run_id: str | None = None) -> list[Rejection]:
+        """One ``Rejection`` row per rejected document (feeds the stage funnel), reason = a short category."""
+        return [
+            Rejection(
+                rejection_id=content_id("rej", "ingest", d.doc_id, d.error),
+                stage="ingest",
+                item_id=d.doc_id,
+                reason=error_category(d.error or ""),
+                detail=d.error,
+                run_id=run_id if run_id is not None else d.run_id,
+            )
+            for d in self.rejected
+        ]
+
+    def counts(self) -> dict[str, int]:
+        status = Counter(d.status for d in self.docs)
+        return {
+            "docs": len(self.docs),
+            "accepted": status["accepted"],
+            "rejected": status["rejected"],
+            "needs_llm": status["needs_llm"],
+            "tools": len(self.specs),
+            "toolsets": len(self.toolsets),
+        }
+
+
+class _Group(BaseModel):
+    name: str
+    files: list[Path]
+    readme: Path | None = None
+
+
+def bundled_corpus_path() -> Path:
+    """The folder of tool documentation shipped with the package (one subfolder per domain)."""
+    return Path(__file__).resolve().parent.parent / "data" / "tooldocs"
+
+
+def ingest_bundled(*, run_id: str | None = None) -> IngestResult:
+    """Ingest the bundled corpus (``bundled_corpus_path()``)."""
+    return ingest_paths([bundled_corpus_path()], run_id=run_id)
+
+
+def ingest_paths(paths: Iterable[str | Path], *, run_id: str | None = None) -> IngestResult:
+    """Ingest files and folders (see the module docstring for how they group into tool sets).
+
+    Documents of the bundled corpus are recorded as ``autoforge/data/tooldocs/<domain>/<file>``
+    wherever the package is installed, so their ids are the same on every machine.
+    """
+    return _ingest(plan_groups(list(paths)), run_id=run_id, label=(bundled_corpus_path(), BUNDLED_LABEL))
+
+
+_CATEGORIES = (
+    ("empty file", "empty_file"),
+    ("invalid JSON", "invalid_json"),
+    ("invalid YAML", "invalid_yaml"),
+    ("not UTF-8", "not_utf8"),
+    ("cyclic $ref", "cyclic_ref"),
+    ("unresolvable $ref", "unresolvable_ref"),
+    ("external $ref", "external_ref"),
+    ("duplicate tool name", "duplicate_tool_name"),
+    ("unsupported file type", "unsupported_file_type"),
+    ("unrecognised tool document", "unrecognised_format"),
+    ("has no 'name'", "missing_name"),
+    ("invalid tool name", "invalid_name"),
+    ("no tools", "no_tools"),
+    ("no operations", "no_tools"),
+    ("OpenAPI version", "unsupported_version"),
+    ("Swagger", "unsupported_version"),
+    ("cannot read file", "unreadable"),
+)
+
+
+def error_category(message: str) -> str:
+    """A short, stable category for a rejection message (for ``v_stage_funnel``), default ``invalid_schema``."""
+    for needle, category in _CATEGORIES:
+        if needle in message:
+            return category
+    return "invalid_schema"
+
+
+def plan_groups(paths: list[str | Path]) -> list[_Group | str]:
+    """Tool-set groups in input order; a string entry is an error about a path (missing, empty)."""
+    out: list[_Group | str] = []
+    seen_files: set[Path] = set()
+    names: Counter[str] = Counter()
+
+    def add(name: str, files: list[Path], readme: Path | None, qualified: str) -> None:
+        fresh = [f for f in files if f.resolve() not in seen_files]
+        seen_files.update(f.resolve() for f in fresh)
+        if not fresh:
+            return
+        if names[name]:
+            name = qualified
+        names[name] += 1
+        out.append(_Group(name=name, files=fresh, readme=readme))
+
+    def walk(folder: Path, top: Path) -> None:
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__pycache__")
+        files = [p for p in entries if p.is_file() and not _is_readme(p)]
+        readme = next((p for p in entries if p.is_file() and _is_readme(p)), None)
+        subdirs = [p for p in entries if p.is_dir()]
+        if files:
+            rel = folder.relative_to(top.parent) if folder != top else Path(folder.name)
+            add(folder.name or "toolset", files, readme, ".".join(rel.parts))
+        elif not subdirs:
+            out.append(f"{folder}: no tool documents in this folder (expected .json, .yaml, .yml or .md files)")
+        for sub in subdirs:
+            walk(sub, top)
+
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            walk(p, p)
+        elif p.is_file():
+            add(p.stem, [p], None, ".".join(p.with_suffix("").parts[-2:]))
+        else:
+            out.append(f"{raw}: no such file or folder")
+    return out
+
+
+def _is_readme(p: Path) -> bool:
+    return p.stem.lower() == "readme"
+
+
+def _readme_description(path: Path) -> str:
+    try:
+        text = read_text(path)
+    except ToolDocError:
+        return ""
+    for para in text.split("\n\n"):
+        para = para.strip()
+        if para and not para.startswith("#"):
+            return " ".join(line.strip() for line in para.splitlines())
+    return ""
+
+
+def _ingest(groups: list[_Group | str], *, run_id: str | None, label: tuple[Path, str] | None = None) -> IngestResult:
+    result = IngestResult()
+
+    def shown(p: Path) -> str:
+        if label is not None:
+            try:
+                return f"{label[1]}/{p.resolve().relative_to(label[0]).as_posix()}"
+            except ValueError:
+                pass
+        return str(p)
+
+    for group in groups:
+        if isinstance(group, str):
+            result.errors.append(group)
+            continue
+        _ingest_group(group, run_id, shown, result)
+    return result
+
+
+def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult) -> None:
+    names: dict[str, str] = {}  # tool name -> document that defined it
+    doc_ids: list[str] = []
+    tool_ids: list[str] = []
+    descriptions: list[str] = []
+    if group.readme is not None:
+        descriptions.append(_readme_description(group.readme))
+
+    for file in group.files:
+        path = shown(file)
+        content = ""
+        try:
+            content = read_text(file)
+            if file.suffix.lower() not in SUPPORTED_SUFFIXES:
+                raise ToolDocError(
+                    f"unsupported file type {file.suffix or '(none)'!r}; expected one of {sorted(SUPPORTED_SUFFIXES)}",
+                    path=path,
+                )
+            parsed = parse_document(content, path)
+            for tool in parsed.tools:
+                if tool.name in names:
+                    raise ToolDocError(
+                        f"duplicate tool name {tool.name!r}: already defined by {names[tool.name]} in tool set "
+                        f"{group.name!r}; tool names must be unique in a tool set",
+                        path=path, location=tool.location or "/",
+                    )
+        except ToolDocError as exc:
+            if not content:
+                content = _raw_text(file)
+            error = str(exc)
+            result.errors.append(error)
+            result.docs.append(_doc(group.name, path, None, content, "rejected", error, 0, run_id))
+            continue
+
+        if parsed.format == "markdown":
+            doc = _doc(group.name, path, "markdown", content, "needs_llm", f"{path}: {NEEDS_LLM_MESSAGE}", 0, run_id)
+            result.docs.append(doc)
+            result.needs_llm.append(path)
+            continue
+        doc = _doc(group.name, path, parsed.format, content, "accepted", None, len(parsed.tools), run_id)
+        result.docs.append(doc)
+        doc_ids.append(doc.doc_id)
+        if parsed.description:
+            descriptions.append(parsed.description)
+        for tool in parsed.tools:
+            names[tool.name] = path
+            spec = ToolSpec(
+                tool_id=content_id("tool", group.name, tool.name, tool.parameters, tool.output_schema),
+                toolset=group.name,
+                name=tool.name,
+                description=tool.description,
+                parameters=tool.parameters,
+                output_schema=tool.output_schema,
+                effect=tool.effect,
+                doc_id=doc.doc_id,
+                run_id=run_id,
+            )
+            result.specs.append(spec)
+            tool_ids.append(spec.tool_id)
+
+    if tool_ids:
+        result.toolsets.append(
+            ToolSet(
+                toolset_id=content_id("toolset", group.name, sorted(tool_ids)),
+                name=group.name,
+                description=next((d for d in descriptions if d), ""),
+                doc_ids=doc_ids,
+                tool_ids=tool_ids,
+                n_tools=len(tool_ids),
+                run_id=run_id,
+            )
+        )
+
+
+def _raw_text(file: Path) -> str:
+    try:
+        return file.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _doc(toolset: str, path: str, fmt, content: str, status: str, error: str | None, n_tools: int,
+         run_id: str | None) -> ToolDoc:
+    return ToolDoc(
+        doc_id=content_id("doc", toolset, path, content),
+        toolset=toolset,
+        path=path,
+        format=fmt,
+        content=content,
+        status=status,
+        error=error,
+        n_tools=n_tools,
+        run_id=run_id,
+    )

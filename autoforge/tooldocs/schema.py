@@ -1,0 +1,214 @@
+"""JSON Schema handling for tool documents: resolve local ``$ref``, check shape, normalise.
+
+Stage 1 of DESIGN.md: a ``ToolSpec.parameters`` must be self-contained (every ``$ref``
+inlined, ``$defs``/``definitions`` dropped) and an object schema, so later stages (state
+synthesis, name/type binding for the tool graph) never chase references. Recursive schemas
+cannot be inlined and are rejected with the cycle spelled out.
+
+Only local references (``#/...``) are supported; a reference is looked up first in the
+schema's own root (where ``$defs`` usually live, e.g. pydantic output) and then in the whole
+document (OpenAPI ``components``, a file-level ``$defs``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from autoforge.errors import ToolDocError
+from autoforge.tooldocs.source import MAX_NODES, escape_pointer, unescape_pointer
+
+JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
+_SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "contains", "propertyNames", "additionalItems", "unevaluatedItems",
+                     "unevaluatedProperties")
+_SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
+_DEF_KEYS = ("$defs", "definitions")
+_DATA_KEYS = ("default", "enum", "const", "example", "examples")
+
+
+def lookup_pointer(doc: Any, ref: str) -> Any:
+    """Follow a local JSON pointer (``#/a/b``) in ``doc``. Raises KeyError when it does not resolve."""
+    frag = unquote(ref[1:])
+    if frag == "":
+        return doc
+    if not frag.startswith("/"):
+        raise KeyError(ref)
+    node = doc
+    for raw in frag[1:].split("/"):
+        token = unescape_pointer(raw)
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            raise KeyError(ref)
+    return node
+
+
+class RefResolver:
+    """Inline every local ``$ref`` of a schema. One resolver per document (it counts nodes)."""
+
+    def __init__(self, document: Any, path: str):
+        self.document = document
+        self.path = path
+        self.nodes = 0
+
+    def resolve(self, schema: Any, pointer: str, *, local_root: Any = None) -> Any:
+        """A copy of ``schema`` with every ``$ref`` replaced by its target (siblings of ``$ref`` win)."""
+        roots = [r for r in (local_root, self.document) if r is not None]
+        try:
+            return self._walk(schema, pointer, roots, ())
+        except RecursionError:
+            raise ToolDocError("schema is nested too deeply", path=self.path, location=pointer) from None
+
+    def _walk(self, node: Any, pointer: str, roots: list[Any], stack: tuple[str, ...]) -> Any:
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            raise ToolDocError(
+                f"schema expands to more than {MAX_NODES} nodes after resolving $ref; simplify the references",
+                path=self.path, location=pointer,
+            )
+        if isinstance(node, list):
+            return [self._walk(v, f"{pointer}/{i}", roots, stack) for i, v in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str):
+                raise ToolDocError("$ref must be a string", path=self.path, location=f"{pointer}/$ref")
+            if not ref.startswith("#"):
+                raise ToolDocError(
+                    f"external $ref {ref!r} is not supported; inline it or move it under $defs/components",
+                    path=self.path, location=f"{pointer}/$ref",
+                )
+            if ref in stack:
+                chain = " -> ".join(stack[stack.index(ref):] + (ref,))
+                raise ToolDocError(
+                    f"cyclic $ref ({chain}); recursive schemas cannot be inlined, bound the depth explicitly",
+                    path=self.path, location=f"{pointer}/$ref",
+                )
+            target = None
+            for root in roots:
+                try:
+                    target = lookup_pointer(root, ref)
+                    break
+                except KeyError:
+                    continue
+            else:
+                raise ToolDocError(
+                    f"unresolvable $ref {ref!r}: no such definition in the document",
+                    path=self.path, location=f"{pointer}/$ref",
+                )
+            resolved = self._walk(target, pointer, roots, stack + (ref,))
+            siblings = {k: v for k, v in node.items() if k != "$ref"}
+            if not siblings:
+                return resolved
+            if not isinstance(resolved, dict):
+                raise ToolDocError(f"$ref {ref!r} points to a non-schema value", path=self.path, location=pointer)
+            merged = dict(resolved)
+            merged.update(self._walk(siblings, pointer, roots, stack))
+            return merged
+        out = {}
+        for key, value in node.items():
+            sub = f"{pointer}/{escape_pointer(key)}"
+            if key in _DEF_KEYS:
+                continue  # everything they hold is inlined where used
+            if key in _DATA_KEYS:
+                out[key] = value  # literal data, not a schema: a "$ref" key in there is just data
+            elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+                # a map of names -> schemas: a property may be called "definitions" or "$ref"
+                out[key] = {n: self._walk(v, f"{sub}/{escape_pointer(n)}", roots, stack) for n, v in value.items()}
+            else:
+                out[key] = self._walk(value, sub, roots, stack)
+        return out
+
+
+def check_schema(schema: Any, path: str, pointer: str) -> None:
+    """Reject values that are not JSON Schemas (wrong keyword types), naming the JSON pointer."""
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, dict):
+        raise ToolDocError(f"expected a JSON Schema object, got {_kind(schema)}", path=path, location=pointer or "/")
+
+    def bad(key: str, what: str) -> ToolDocError:
+        return ToolDocError(f"'{key}' must be {what}", path=path, location=f"{pointer}/{escape_pointer(key)}")
+
+    t = schema.get("type")
+    if t is not None:
+        types = t if isinstance(t, list) else [t]
+        if not types or not all(isinstance(x, str) and x in JSON_TYPES for x in types):
+            raise bad("type", f"one of {sorted(JSON_TYPES)} or a list of them (got {t!r})")
+    for key in _SUBSCHEMA_MAPS:
+        if key in schema:
+            props = schema[key]
+            if not isinstance(props, dict):
+                raise bad(key, "an object mapping names to schemas")
+            for name, sub in props.items():
+                check_schema(sub, path, f"{pointer}/{key}/{escape_pointer(name)}")
+    if "required" in schema:
+        req = schema["required"]
+        if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
+            raise bad("required", "a list of property names")
+    if "enum" in schema and not isinstance(schema["enum"], list):
+        raise bad("enum", "a list of allowed values")
+    for key in _SUBSCHEMA_LISTS:
+        if key in schema:
+            subs = schema[key]
+            if not isinstance(subs, list) or not subs:
+                raise bad(key, "a non-empty list of schemas")
+            for i, sub in enumerate(subs):
+                check_schema(sub, path, f"{pointer}/{key}/{i}")
+    if "items" in schema:
+        items = schema["items"]
+        if isinstance(items, list):  # draft 4-7 tuple form
+            for i, sub in enumerate(items):
+                check_schema(items[i], path, f"{pointer}/items/{i}")
+        else:
+            check_schema(items, path, f"{pointer}/items")
+    for key in _SUBSCHEMA_SINGLE + ("additionalProperties",):
+        if key in schema:
+            check_schema(schema[key], path, f"{pointer}/{key}")
+    for key in ("description", "title", "format", "pattern"):
+        if key in schema and not isinstance(schema[key], str):
+            raise bad(key, "a string")
+
+
+def object_schema(schema: Any, path: str, pointer: str, *, what: str = "parameters") -> dict[str, Any]:
+    """Normalise a resolved top-level schema to ``{"type": "object", "properties": {...}, "required": [...]}``.
+
+    Missing ``type`` with ``properties`` present means object; ``None`` means no arguments.
+    Every name in ``required`` must be a declared property.
+    """
+    if schema is None:
+        return {"type": "object", "properties": {}, "required": []}
+    check_schema(schema, path, pointer)
+    if not isinstance(schema, dict):
+        raise ToolDocError(f"{what} must be an object schema, got {schema!r}", path=path, location=pointer or "/")
+    out = dict(schema)
+    t = out.get("type")
+    if t is None:
+        out["type"] = "object"
+    elif t != "object":
+        raise ToolDocError(
+            f"{what} must be a JSON Schema of type 'object' (the tool's keyword arguments), got type {t!r}",
+            path=path, location=f"{pointer}/type",
+        )
+    out.setdefault("properties", {})
+    required = out.get("required", [])
+    missing = [r for r in required if r not in out["properties"]]
+    if missing:
+        raise ToolDocError(
+            f"required lists {missing} but {what} has no such properties; declare them or drop them from 'required'",
+            path=path, location=f"{pointer}/required",
+        )
+    out["required"] = list(dict.fromkeys(required))
+    return out
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}.get(
+        type(value), type(value).__name__
+    )
