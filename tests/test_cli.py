@@ -71,3 +71,36 @@ def test_file_opens_in_stock_duckdb_shell(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert int(res.stdout.splitlines()[-1]) >= 17
+
+
+def test_ingest_bundled_then_count(tmp_path, capsys):
+    wh = str(tmp_path / "w.duckdb")
+    assert main(["init", "--warehouse", wh]) == 0
+    assert main(["ingest", "--bundled", "--warehouse", wh]) == 0
+    capsys.readouterr()
+    assert main(["sql", "--warehouse", wh, "--format", "json", "SELECT count(*) AS n, count(DISTINCT toolset) AS s FROM tool_specs"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["s"] >= 10 and row["n"] >= 100
+
+
+def test_ingest_bad_docs_exit_1_and_keep_good_ones(tmp_path, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.json").write_text(json.dumps([{
+        "name": "get_user", "description": "Get a user by id",
+        "parameters": {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]},
+    }]))
+    (docs / "broken.json").write_text('{"name": "x", "parameters": {')
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"name": "list_items", "description": "List items",
+                                 "parameters": {"type": "object", "properties": {}}}))
+    wh = str(tmp_path / "w.duckdb")
+    assert main(["ingest", str(docs), str(other), "--warehouse", wh]) == 1
+    err = capsys.readouterr().err
+    assert "broken.json" in err
+    capsys.readouterr()
+    main(["sql", "--warehouse", wh, "--format", "json", "SELECT name FROM tool_specs ORDER BY name"])
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)] == ["get_user", "list_items"]
+    main(["sql", "--warehouse", wh, "--format", "json", "SELECT status, error FROM tool_docs WHERE status = 'rejected'"])
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 1 and "broken.json" in rows[0]["error"]
