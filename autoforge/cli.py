@@ -145,6 +145,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if summary["n_rejected"] else 0
 
 
+@command("synthesize")
+def cmd_synthesize(args: argparse.Namespace) -> int:
+    from autoforge.envs.stage import run_synthesis
+
+    summary = run_synthesis(_wh(args), env=args.env, backend=args.backend, max_envs=args.max_envs)
+    print_rows(summary["table"], title="synthesized environments")
+    c = summary["counts"]
+    print(", ".join(f"{k}={v}" for k, v in c.items()))
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -178,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ingest", parents=[common], help="parse tool documentation into tool sets (candidate environments)")
     s.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (a folder = one tool set)")
     s.add_argument("--bundled", action="store_true", help="ingest the bundled corpus of 10+ domains")
+
+    s = sub.add_parser("synthesize", parents=[common], help="generate state schema + checked tool code per tool set")
+    s.add_argument("--env", metavar="NAME", help="only this tool set (default: all)")
+    s.add_argument("--backend", choices=["offline", "openai"], default="offline",
+                   help="offline rules/templates (default) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")
+    s.add_argument("--max-envs", type=int, default=None, help="at most this many tool sets")
 
     for extra in EXTRA_PARSERS:
         extra(sub, common)

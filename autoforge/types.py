@@ -136,6 +136,9 @@ class FieldSpec(Record):
     description: str = ""
     format: str | None = None  # JSON Schema format hint: date, date-time, email ... (sample values, reasoning)
     items: dict[str, Any] | None = None  # type=array: JSON Schema of one element (ref: elements are ids)
+    pattern: str | None = None  # JSON Schema pattern the docs give (sample values must match it)
+    minimum: float | None = None  # JSON Schema minimum the docs give (sample values respect it)
+    properties: dict[str, Any] | None = None  # type=object: JSON Schema properties of the nested object
 
 
 class CollectionSpec(Record):
@@ -146,6 +149,7 @@ class CollectionSpec(Record):
     primary_key: str  # "order_id"
     id_prefix: str  # "O" -> ids O0001, O0002 ...
     fields: list[FieldSpec]
+    id_width: int = 4  # digits after the prefix (O0001: 4), from the docs' id pattern when given
 
 
 class StateSchema(Record):
@@ -217,6 +221,7 @@ class ToolSequence(Record):
     source: Literal["walk", "merge"] = "walk"
     parents: list[str] = Field(default_factory=list)  # seq_ids merged into this one
     seed: int | None = None
+    requirements: list[int] = Field(default_factory=list)  # per tool: which merged requirement (0, 1) it serves
     run_id: str | None = None
 
 
@@ -329,6 +334,8 @@ class Episode(Record):
     judge_flag: bool | None = None  # the user-error judge's verdict
     eval_id: str | None = None
     run_id: str | None = None
+    termination_detail: str | None = None  # why it ended: error message, give-up reason, limit hit
+    diagnostics: dict[str, Any] = Field(default_factory=dict)  # injection plan, judge reason, tokens, wall time
 
 
 class EvalResult(Record):

@@ -1,0 +1,336 @@
+"""Environment synthesis: a tool set's docs -> E = (S, F), checked tool by tool.
+
+Paper (arXiv 2512.22857, Sec. 3.1): first the state structure S is generated from the docs,
+then Python code for every tool; code is validated and, with an LLM, repaired a bounded
+number of times. Two backends, one set of checks (:mod:`autoforge.envs.checks`):
+
+* **offline** (default): :func:`~autoforge.envs.schema_offline.offline_state_schema` and
+  the templates of :mod:`autoforge.envs.templates`;
+* **LLM** (``client.is_offline`` false): the ``state_schema`` and ``tool_code`` prompts of
+  :mod:`autoforge.llm.prompts`, answered as pydantic models; a rejected tool goes back with
+  its failure (``tool_repair``) at most ``settings.llm_max_repairs`` times. Every failed
+  attempt is stored as a :class:`Rejection` with its reason.
+
+Either way the sample state comes from :func:`autoforge.envs.sample.sample_state` (ids,
+names, emails, dates, amounts, statuses, consistent references) and every tool is smoke-called
+on it in the sandbox. Library code only: the flow and the CLI persist the results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from autoforge.envs.checks import CheckResult, check_tool
+from autoforge.envs.sample import sample_arguments, sample_state
+from autoforge.envs.schema_offline import plan_tools, offline_state_schema
+from autoforge.envs.templates import offline_tool_code
+from autoforge.errors import ConfigError, LLMError
+from autoforge.types import (
+    CollectionSpec,
+    EnvironmentRecord,
+    FieldSpec,
+    LLMCall,
+    Rejection,
+    StateSchema,
+    ToolCode,
+    ToolSet,
+    ToolSpec,
+    content_id,
+)
+
+STAGE = "synthesize"
+
+# The calling convention the sandbox enforces (autoforge.envs.sandbox), told to the LLM.
+TOOL_CODE_CONTRACT = (
+    "Write one Python function named exactly as the tool: `def <name>(state, <param>, <optional>=None, ...)` "
+    "(one keyword parameter per tool argument, optional ones default to None). `state` is a dict of "
+    "collections, each a dict of records keyed by id (records also hold their own id field). Read and "
+    "mutate `state` in place; return a JSON-serialisable dict. On a failed precondition (unknown id, "
+    "wrong status, not enough balance) return {\"error\": \"<reason>\"} without changing state; never raise. "
+    "Deterministic: new ids from next_id(state, collection, prefix) (O0007 after O0006), the clock is the "
+    "constants NOW ('2025-01-15T10:00:00') and TODAY ('2025-01-15'); add_days(date, n) and copy(value) "
+    "(deep copy) are available without import. No randomness, clock, files, network, classes, "
+    "`global`, or names/attributes starting with '_'. Allowed imports: math, re, json, datetime, copy, "
+    "itertools, functools, collections, string, decimal, typing. Also give the JSON Schema of what the "
+    "function returns on success (output_schema), its effect (read or write) and the main collection."
+)
+
+
+class ToolCodeReply(BaseModel):
+    """The LLM's answer for one tool (step ``tool_code`` / ``tool_repair``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field(description="the whole Python source of the function")
+    effect: Literal["read", "write"] = Field(description="write if the tool changes state")
+    collection: str | None = Field(default=None, description="the main collection it reads or writes")
+    output_schema: dict[str, Any] | None = Field(default=None, description="JSON Schema of the success output")
+
+
+@dataclass
+class SynthesisResult:
+    """One environment: its record, every tool's code (accepted or rejected), every rejection."""
+
+    environment: EnvironmentRecord
+    tools: list[ToolCode]
+    rejections: list[Rejection]
+    llm_calls: list[LLMCall] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> list[ToolCode]:
+        return [t for t in self.tools if t.status == "accepted"]
+
+    def records(self) -> list[Any]:
+        return [self.environment, *self.tools, *self.rejections, *self.llm_calls]
+
+    def summary(self) -> dict[str, Any]:
+        env = self.environment
+        return {
+            "env": env.name, "env_id": env.env_id, "status": env.status, "backend": env.backend,
+            "n_tools": env.n_tools, "n_accepted": env.n_tools_accepted,
+            "acceptance": round(env.n_tools_accepted / env.n_tools, 3) if env.n_tools else 0.0,
+            "rejected": {t.name: t.reason for t in self.tools if t.status == "rejected"},
+        }
+
+
+# --------------------------------------------------------------------------- one environment
+
+
+def toolset_specs(toolset: ToolSet, specs: list[ToolSpec]) -> list[ToolSpec]:
+    """The specs of ``toolset``, in the tool set's order (by tool id, else by tool set name)."""
+    by_id = {s.tool_id: s for s in specs}
+    if toolset.tool_ids and all(t in by_id for t in toolset.tool_ids):
+        return [by_id[t] for t in toolset.tool_ids]
+    return [s for s in specs if s.toolset == toolset.name or s.tool_id in set(toolset.tool_ids)]
+
+
+def synthesize_environment(toolset: ToolSet, specs: list[ToolSpec], *, client: Any = None,
+                           run_id: str | None = None, settings: Any = None) -> SynthesisResult:
+    """Synthesize one environment. ``client`` None or offline: the offline backend."""
+    specs = toolset_specs(toolset, specs)
+    if not specs:
+        raise ConfigError(f"tool set {toolset.name!r} ({toolset.toolset_id}) has no tool specs; ingest its docs first")
+    if client is None or getattr(client, "is_offline", True):
+        return _synthesize_offline(toolset, specs, run_id)
+    if settings is None:
+        from autoforge.settings import get_settings
+
+        settings = get_settings()
+    return _synthesize_llm(toolset, specs, client, run_id, settings)
+
+
+def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | None) -> SynthesisResult:
+    schema = offline_state_schema(toolset, specs)
+    plans = plan_tools(specs)
+    state = sample_state(schema)
+    drafts = [offline_tool_code(s, plans[s.name], schema) for s in specs]
+    env_id = _env_id(toolset, schema, [d.source for d in drafts])
+    tools, rejections = [], []
+    for spec, draft in zip(specs, drafts):
+        tool = ToolCode(code_id=content_id("code", env_id, spec.name, draft.source), env_id=env_id, tool_id=spec.tool_id,
+                        name=spec.name, source=draft.source, status="accepted", effect=draft.effect, kind=draft.kind,
+                        collection=draft.collection, parameters=spec.parameters, output_schema=draft.output_schema,
+                        run_id=run_id)
+        res = smoke_until_success(tool, spec, state, schema, draft.collection, plans[spec.name].kind)
+        if not res.ok:
+            tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
+            rejections.append(_rejection(env_id, spec, res, 1, run_id))
+        tools.append(tool)
+    return _finish(toolset, "offline", schema, state, env_id, tools, rejections, run_id)
+
+
+MAX_SMOKE_RECORDS = 8  # sample records tried as the smoke call's subject before settling for an error observation
+
+
+def smoke_arguments(spec: ToolSpec, state: dict, schema: StateSchema, collection: str | None, kind: str,
+                    record_index: int = 0) -> dict:
+    """Smoke-call arguments around record ``record_index`` of the tool's main collection: real
+    ids and field values of the sample state where they fit.
+
+    A link tool gets a linked record other than the one already linked, so the call does not
+    hit "already assigned"."""
+    args = sample_arguments(spec.parameters, state, schema, collection, record_index=record_index,
+                            fresh=kind == "create")
+    if kind == "link" and collection:
+        main = sorted(state.get(collection, {}))
+        current = state[collection][main[record_index % len(main)]] if main else {}
+        for p, v in list(args.items()):
+            coll = _collection_of(p, schema, collection)
+            keys = sorted(state.get(coll.name, {})) if coll is not None and coll.name != collection else []
+            taken = {x for val in current.values() for x in (val if isinstance(val, list) else [val]) if isinstance(x, str)}
+            if isinstance(v, str) and v in taken:
+                args[p] = next((k for k in keys if k not in taken), v)
+    return args
+
+
+def _collection_of(param: str, schema: StateSchema, main: str | None):
+    from autoforge.envs.sample import _collection_for
+
+    return _collection_for(param, schema, main)
+
+
+def smoke_until_success(tool: ToolCode, spec: ToolSpec, state: dict, schema: StateSchema, collection: str | None,
+                        kind: str) -> CheckResult:
+    """Run the checks with the first sample record as the subject; while the call passes but only
+    returns an error observation (a precondition: wrong status, already assigned), try the next
+    record, so the success path is exercised too. Any failed check rejects the tool at once."""
+    n = min(MAX_SMOKE_RECORDS, max((len(t) for t in state.values() if isinstance(t, dict)), default=1))
+    first: CheckResult | None = None
+    for idx in range(max(n, 1)):
+        res = check_tool(tool, state, smoke_arguments(spec, state, schema, collection, kind, idx))
+        if not res.ok:
+            return res
+        first = first or res
+        if not (isinstance(res.output, dict) and "error" in res.output):
+            return res
+    return first
+
+
+def _env_id(toolset: ToolSet, schema: StateSchema, sources: list[str]) -> str:
+    return content_id("env", toolset.toolset_id, schema.model_dump(mode="json"), sorted(sources))
+
+
+def _rejection(env_id: str, spec: ToolSpec, res: CheckResult, attempt: int, run_id: str | None) -> Rejection:
+    detail = f"env {env_id} tool {spec.name} attempt {attempt}: {res.detail}"[:4000]
+    return Rejection(rejection_id=content_id("rej", STAGE, env_id, spec.tool_id, attempt, res.reason),
+                     stage=STAGE, item_id=spec.tool_id, reason=res.reason or "rejected", detail=detail, run_id=run_id)
+
+
+def _finish(toolset: ToolSet, backend: str, schema: StateSchema, state: dict, env_id: str, tools: list[ToolCode],
+            rejections: list[Rejection], run_id: str | None, reason: str | None = None) -> SynthesisResult:
+    n_ok = sum(t.status == "accepted" for t in tools)
+    status = "ready" if tools and n_ok == len(tools) else "partial" if n_ok else "failed"
+    if reason is None and status != "ready":
+        bad = [f"{t.name} ({(t.reason or '').split(':')[0]})" for t in tools if t.status == "rejected"]
+        reason = f"{len(bad)} of {len(tools)} tools rejected: " + ", ".join(bad[:10]) + (" ..." if len(bad) > 10 else "")
+    env = EnvironmentRecord(env_id=env_id, name=toolset.name, toolset_id=toolset.toolset_id, backend=backend,
+                            state_schema=schema, sample_state=state, status=status, n_tools=len(tools),
+                            n_tools_accepted=n_ok, reason=reason, run_id=run_id)
+    return SynthesisResult(env, tools, rejections)
+
+
+# --------------------------------------------------------------------------- LLM backend
+
+
+def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id: str | None, settings: Any) -> SynthesisResult:
+    from autoforge.llm import prompts
+
+    backend = f"openai:{getattr(client, 'model', 'unknown')}"
+    try:
+        schema = normalize_schema(client.structured("state_schema", prompts.state_schema(toolset.name, specs), StateSchema))
+    except (LLMError, ConfigError) as e:
+        env_id = content_id("env", toolset.toolset_id, backend, "failed")
+        rej = Rejection(rejection_id=content_id("rej", STAGE, toolset.toolset_id, "state_schema_failed"), stage=STAGE,
+                        item_id=toolset.toolset_id, reason="state_schema_failed", detail=str(e)[:4000], run_id=run_id)
+        return _finish(toolset, backend, StateSchema(collections=[]), {}, env_id, [], [rej], run_id,
+                       reason=f"state schema generation failed: {e}")
+    state = sample_state(schema)
+    schema_json = schema.model_dump(mode="json", exclude_none=True)
+    max_repairs = max(0, int(settings.llm_max_repairs))
+    pending: list[tuple[ToolSpec, ToolCode, list[tuple[CheckResult, int]]]] = []
+    for spec in specs:
+        failures: list[tuple[CheckResult, int]] = []
+        tool: ToolCode | None = None
+        messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT)
+        for attempt in range(1, max_repairs + 2):
+            try:
+                reply = client.structured("tool_code" if attempt == 1 else "tool_repair", messages, ToolCodeReply)
+            except LLMError as e:
+                res = CheckResult(False, "llm_error", str(e))
+                failures.append((res, attempt))
+                tool = _llm_tool(spec, tool.source if tool else "", None, run_id, attempt).model_copy(
+                    update={"status": "rejected", "reason": res.message()[:2000]})
+                break
+            tool = _llm_tool(spec, reply.source, reply, run_id, attempt)
+            main = reply.collection if reply.collection in {c.name for c in schema.collections} else None
+            res = check_tool(tool, state, sample_arguments(spec.parameters, state, schema, main))
+            if res.ok:
+                break
+            failures.append((res, attempt))
+            tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
+            messages = prompts.tool_repair(spec, schema_json, reply.source, res.message(), contract=TOOL_CODE_CONTRACT)
+        assert tool is not None
+        pending.append((spec, tool, failures))
+    env_id = _env_id(toolset, schema, [t.source for _, t, _ in pending])
+    tools, rejections = [], []
+    for spec, tool, failures in pending:
+        tools.append(tool.model_copy(update={"env_id": env_id, "code_id": content_id("code", env_id, spec.name, tool.source)}))
+        rejections += [_rejection(env_id, spec, res, attempt, run_id) for res, attempt in failures]
+    return _finish(toolset, backend, schema, state, env_id, tools, rejections, run_id)
+
+
+def _llm_tool(spec: ToolSpec, source: str, reply: ToolCodeReply | None, run_id: str | None, attempt: int) -> ToolCode:
+    return ToolCode(code_id=content_id("code", "pending", spec.name, source), env_id="pending", tool_id=spec.tool_id,
+                    name=spec.name, source=source or "# no source", status="accepted", attempts=attempt,
+                    effect=(reply.effect if reply else spec.effect), kind="llm",
+                    collection=reply.collection if reply else None, parameters=spec.parameters,
+                    output_schema=(reply.output_schema if reply and reply.output_schema else spec.output_schema),
+                    run_id=run_id)
+
+
+def _small_state(state: dict, n: int = 2) -> dict:
+    """The first ``n`` records of each collection: enough to show the shape in a prompt."""
+    return {name: dict(list(table.items())[:n]) for name, table in state.items()}
+
+
+def normalize_schema(schema: StateSchema) -> StateSchema:
+    """Make an LLM's schema usable: unique plural names, the primary key present as a field,
+    unique id prefixes, references only to collections that exist."""
+    if not schema.collections:
+        raise ConfigError("the state schema has no collections")
+    names = [c.name for c in schema.collections]
+    prefixes: set[str] = set()
+    out: list[CollectionSpec] = []
+    for c in schema.collections:
+        if names.count(c.name) > 1 and c.name in {o.name for o in out}:
+            continue
+        fields = [f if (f.ref is None or f.ref in names) else f.model_copy(update={"ref": None}) for f in c.fields]
+        if c.primary_key not in {f.name for f in fields}:
+            fields.insert(0, FieldSpec(name=c.primary_key, type="string", description=f"primary key of {c.name}"))
+        prefix = "".join(ch for ch in (c.id_prefix or c.entity[:1]).upper() if ch.isalpha()) or c.entity[:1].upper() or "X"
+        while prefix in prefixes:
+            prefix += (c.entity.upper() + "X")[min(len(prefix), len(c.entity))]
+        prefixes.add(prefix)
+        out.append(c.model_copy(update={"fields": fields, "id_prefix": prefix}))
+    return StateSchema(collections=out)
+
+
+# --------------------------------------------------------------------------- many environments
+
+
+def select_toolsets(toolsets: list[ToolSet], env: str | None) -> list[ToolSet]:
+    """All tool sets, or the one named ``env`` (raises with the valid names when unknown)."""
+    if env is None:
+        return list(toolsets)
+    chosen = [t for t in toolsets if t.name == env or t.toolset_id == env]
+    if not chosen:
+        names = ", ".join(sorted({t.name for t in toolsets})) or "none (run `autoforge ingest` first)"
+        raise ConfigError(f"unknown environment {env!r}; tool sets in the warehouse: {names}")
+    return chosen
+
+
+def synthesize_all(toolsets: list[ToolSet], specs: list[ToolSpec], *, client: Any = None, run_id: str | None = None,
+                   env: str | None = None, settings: Any = None) -> list[SynthesisResult]:
+    """Synthesize every tool set (or only ``env``), one after another."""
+    return [synthesize_environment(ts, specs, client=client, run_id=run_id, settings=settings)
+            for ts in select_toolsets(toolsets, env) if toolset_specs(ts, specs)]
+
+
+def acceptance_table(results: list[SynthesisResult]) -> list[dict[str, Any]]:
+    """One row per environment: tools, accepted, rejected reasons (flow artifact, CLI table)."""
+    rows = []
+    for r in results:
+        s = r.summary()
+        rows.append({"environment": s["env"], "status": s["status"], "tools": s["n_tools"], "accepted": s["n_accepted"],
+                     "acceptance": f"{100 * s['acceptance']:.0f}%",
+                     "rejected": "; ".join(f"{k}: {(v or '').split(':')[0]}" for k, v in s["rejected"].items()) or "-"})
+    return rows
+
+
+__all__ = [
+    "SynthesisResult", "ToolCodeReply", "TOOL_CODE_CONTRACT", "acceptance_table", "normalize_schema",
+    "select_toolsets", "smoke_arguments", "synthesize_all", "synthesize_environment", "toolset_specs",
+]
