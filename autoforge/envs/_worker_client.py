@@ -1,0 +1,194 @@
+"""The parent side of a sandbox worker: spawn it, send a frame, wait with a deadline, kill it.
+
+A :class:`WorkerProcess` is one child (:mod:`autoforge.envs._worker`). :meth:`request` sends one
+frame and waits for the reply with ``poll``; past the deadline the child is killed (SIGKILL)
+and :class:`WorkerDied` says why (``timeout``, ``memory_limit`` or ``crashed``). The caller
+(:class:`autoforge.envs.runtime.Environment`) then starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from autoforge.envs._worker import HEADER, MAX_FRAME, dumps, loads
+from autoforge.errors import SandboxError
+
+# Seconds a fresh worker may take to start (imports) and to load / reset / report state.
+# Generous: these are our own steps, and a shared 2-core machine can be slow. Tool calls use
+# the environment's ``timeout_s``.
+START_TIMEOUT_S = 60.0
+ADMIN_TIMEOUT_S = 30.0
+
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerDied(SandboxError):
+    """The worker was killed or exited during a request. ``kind``: timeout | memory_limit | crashed."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+def _kill(proc: subprocess.Popen, fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    fds.clear()
+    if proc.poll() is None:
+        try:
+            proc.wait(timeout=0.2)  # closing its pipe makes an idle worker exit by itself
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class WorkerProcess:
+    """One sandbox worker process. Not thread-safe: one request at a time."""
+
+    def __init__(self, *, memory_mb: int, timeout_s: float):
+        self.memory_mb = int(memory_mb)
+        self.timeout_s = float(timeout_s)
+        p2c_r, p2c_w = os.pipe()
+        c2p_r, c2p_w = os.pipe()
+        env = {"PYTHONHASHSEED": "0", "PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autoforge.envs._worker", str(p2c_r), str(c2p_w),
+                 str(self.memory_mb), str(self.timeout_s)],
+                pass_fds=(p2c_r, c2p_w), env=env, cwd="/", stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )
+        finally:
+            os.close(p2c_r)
+            os.close(c2p_w)
+        self._w, self._r = p2c_w, c2p_r
+        self._fds = [p2c_w, c2p_r]
+        self._buf = bytearray()
+        self._poll = select.poll()
+        self._poll.register(self._r, select.POLLIN | select.POLLHUP | select.POLLERR)
+        self._ready = False
+        self.dead = False
+        self._finalizer = weakref.finalize(self, _kill, self.proc, self._fds)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # ------------------------------------------------------------------ framing
+    def _read_frame(self, deadline: float) -> bytes:
+        buf = self._buf
+        need = HEADER.size
+        while True:
+            if len(buf) >= HEADER.size:
+                n = HEADER.unpack_from(buf)[0]
+                if n > MAX_FRAME:
+                    raise self._die("crashed", f"worker sent a {n}-byte frame (limit {MAX_FRAME})")
+                need = HEADER.size + n
+                if len(buf) >= need:
+                    frame = bytes(buf[HEADER.size:need])
+                    del buf[:need]
+                    return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not self._poll.poll(max(0, int(remaining * 1000) + 1)):
+                if time.monotonic() < deadline:
+                    continue
+                raise self._die("timeout", None)
+            chunk = os.read(self._r, max(need - len(buf), 65536))
+            if not chunk:
+                raise self._die("crashed", None)
+            buf += chunk
+
+    def _die(self, kind: str, message: str | None) -> WorkerDied:
+        """Kill the worker and explain why it is gone."""
+        self.dead = True
+        if kind == "timeout":
+            self.proc.kill()
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self._finalizer()
+        if message is None:
+            if kind == "timeout":
+                message = f"timed out after {self.timeout_s:g} s (the worker was stopped)"
+            elif code == -signal.SIGXCPU:
+                kind, message = "timeout", f"exceeded its CPU-time limit of about {self.timeout_s:g} s"
+            elif code is not None and code < 0:
+                message = f"the worker died ({signal.Signals(-code).name}); memory limit {self.memory_mb} MB"
+            else:
+                message = f"the worker exited unexpectedly (exit code {code})"
+        return WorkerDied(kind, message)
+
+    # ------------------------------------------------------------------ requests
+    def request(self, payload: bytes, timeout_s: float | None = None) -> list:
+        """Send one encoded request, return the decoded reply; raise :class:`WorkerDied`."""
+        if self.dead:
+            raise WorkerDied("crashed", "the worker is gone")
+        if not self._ready:
+            hello = loads(self._read_frame(time.monotonic() + START_TIMEOUT_S))
+            if not (isinstance(hello, list) and hello and hello[0] == "ready"):
+                raise self._die("crashed", f"worker sent {hello!r} instead of its ready message")
+            self._ready = True
+        frame = HEADER.pack(len(payload)) + payload
+        try:
+            view = memoryview(frame)
+            while view:
+                view = view[os.write(self._w, view):]
+        except (BrokenPipeError, OSError):
+            raise self._die("crashed", None) from None
+        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
+        reply = loads(self._read_frame(deadline))
+        if reply and reply[0] == "memory_limit":  # the worker answers, then exits: reap it
+            self.dead = True
+            self._finalizer()
+        return reply
+
+    def admin(self, obj: Any) -> list:
+        """A request of our own (load, reset, state, hash): generous deadline, errors raise."""
+        reply = self.request(dumps(obj), ADMIN_TIMEOUT_S + self.timeout_s)
+        if reply[0] == "error":
+            raise SandboxError(f"sandbox worker: {reply[1]}")
+        if reply[0] == "memory_limit":
+            raise WorkerDied("memory_limit", reply[2])
+        return reply
+
+    def close(self) -> None:
+        self.dead = True
+        self._finalizer()
+
+
+# --------------------------------------------------------------------------- a small pool
+
+_POOL: list[WorkerProcess] = []
+_POOL_LOCK = threading.Lock()
+POOL_SIZE = 4
+
+
+def take_worker(*, memory_mb: int, timeout_s: float) -> WorkerProcess:
+    """An idle pooled worker with these limits, or a new one. The caller must send "load" first."""
+    with _POOL_LOCK:
+        for i, w in enumerate(_POOL):
+            if not w.dead and w.memory_mb == int(memory_mb) and w.timeout_s == float(timeout_s):
+                return _POOL.pop(i)
+    return WorkerProcess(memory_mb=memory_mb, timeout_s=timeout_s)
+
+
+def give_worker(worker: WorkerProcess) -> None:
+    with _POOL_LOCK:
+        if worker.dead or len(_POOL) >= POOL_SIZE:
+            worker.close()
+        else:
+            _POOL.append(worker)
