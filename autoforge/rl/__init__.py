@@ -1,0 +1,13 @@
+"""ERPO training (AutoForge arXiv 2512.22857 §3.4): policy, SFT cold start, ERPO, checkpoints.
+
+    erpo.py        advantages (MEU masking, dynamic sampling, env-level std) and the clipped token loss
+    config.py      TrainConfig: every knob with its meaning and source (paper / DAPO / GRPO / ours)
+    chat.py        the Hermes/Qwen-style chat format: template, tool-call parsing, assistant spans
+    policy.py      tiny offline policy (local BPE + Llama config), load_policy, dialogue encoding
+    trajectory.py  Trajectory (the episode engine's output), TrajectoryBuilder, collate, generate_turn
+    trainer.py     one readable loop: sample -> score -> advantages -> loss -> step -> log; sft(); train()
+    checkpoint.py  save/resume (model dir + optimizer + RNG + step + config)
+    curves.py      learning-curve PNG
+
+Submodules import torch; import them directly (``from autoforge.rl.erpo import compute_advantages``).
+"""

@@ -1,0 +1,179 @@
+"""Training configuration: every knob with its meaning and its source.
+
+Sources: "paper" = AutoForge (Cai et al., arXiv 2512.22857) as read in shared/PAPER_NOTES.md §4;
+"DAPO" = Yu et al. 2025 (clip-higher, token-level loss, dynamic sampling); "GRPO" = Shao et al.
+2024 (group-relative advantage, KL to a reference); "ours" = a default we picked where the paper
+is silent (it reports no learning rate, eps, beta, turns or temperature). CPU-sized defaults are
+marked; the paper's values are quoted in the description.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from autoforge.errors import ConfigError
+
+
+class TrainConfig(BaseModel):
+    """SFT cold start then ERPO. Load with :meth:`from_file` (YAML or JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # ----------------------------------------------------------------- policy
+    model_path: str | None = Field(
+        None,
+        description="Local transformers model directory (or a hub id with allow_download) of the policy. "
+        "None: build the tiny offline policy (Llama config + locally trained BPE tokenizer) into "
+        "<checkpoint_dir>/base. Source: ours (paper uses Qwen3-30B-A3B-Thinking-2507).",
+    )
+    allow_download: bool = Field(
+        False,
+        description="Allow fetching model_path from the Hugging Face hub when it is not a local directory. "
+        "Off by default so nothing is downloaded (HF_HUB_OFFLINE behaviour). Source: ours.",
+    )
+    tiny_vocab_size: int = Field(2048, ge=300, description="Tiny policy: BPE vocabulary size trained on the corpus. Source: ours.")
+    tiny_hidden_size: int = Field(192, ge=8, description="Tiny policy: Llama hidden size. Source: ours (192 hidden x 4 layers, vocab 2048: ~2.2M params).")
+    tiny_num_layers: int = Field(4, ge=1, description="Tiny policy: number of Llama decoder layers. Source: ours.")
+    tiny_num_heads: int = Field(4, ge=1, description="Tiny policy: attention heads (hidden size must divide). Source: ours.")
+    tiny_max_positions: int = Field(4096, ge=64, description="Tiny policy: maximum context length in tokens. Source: ours.")
+    device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda' or 'cuda:N'. Source: ours.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Parameter dtype of the policy during training. Source: ours (float32 on CPU)."
+    )
+    seed: int = Field(0, description="Seed for torch, python random, task sampling and generation. Source: ours.")
+
+    # ----------------------------------------------------------------- rollouts
+    tasks_per_batch: int = Field(
+        4, ge=1, description="Tasks sampled per ERPO step. Paper: 32 (§4.1); 4 is a CPU-sized default (ours)."
+    )
+    rollouts_per_task: int = Field(
+        4, ge=2, description="Rollouts M per task (GRPO group size). Paper: 8 (§4.1); 4 is a CPU-sized default (ours)."
+    )
+    max_turns: int = Field(
+        30, ge=1, description="Maximum agent turns per episode before it is cut (termination=max_turns). "
+        "Paper: not reported; 30 is ours (PAPER_NOTES §7)."
+    )
+    max_new_tokens: int = Field(
+        256, ge=1, description="Maximum tokens the policy generates in one turn. Paper: not reported; ours."
+    )
+    max_episode_tokens: int = Field(
+        4096, ge=16, description="Maximum length of one trajectory's single growing sequence (prompt + all turns). "
+        "Paper: not reported; ours."
+    )
+    temperature: float = Field(
+        1.0, ge=0.0, description="Sampling temperature at rollout; the update recomputes log-probs with the same "
+        "temperature so the PPO ratio is exactly 1 on-policy. 0 = greedy. Paper: not reported; ours (1.0 as in DAPO)."
+    )
+
+    # ----------------------------------------------------------------- ERPO
+    steps: int = Field(10, ge=0, description="Number of ERPO steps (one batch of rollouts -> one or more updates each). Ours.")
+    lr: float = Field(
+        1e-5, gt=0, description="AdamW learning rate for ERPO. Paper: not reported; PAPER_NOTES §7 suggests ~1e-6 for "
+        "a 30B model; tiny CPU policies need 1e-4..1e-3 (ours)."
+    )
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay. Ours (0, as in most GRPO recipes).")
+    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas. Ours (torch defaults).")
+    max_grad_norm: float = Field(1.0, gt=0, description="Global gradient-norm clip per optimizer step. Ours (GRPO/DAPO use 1.0).")
+    updates_per_batch: int = Field(
+        1, ge=1, description="Optimizer steps on each rollout batch (PPO epochs; GRPO's mu). 1 = strictly on-policy. Ours."
+    )
+    micro_batch_size: int = Field(
+        4, ge=1, description="Rollouts per forward/backward pass; gradients accumulate to one step. Memory knob only: "
+        "the loss is normalised by the whole batch's token count. Ours."
+    )
+    clip_eps_low: float = Field(
+        0.2, ge=0, description="PPO clip: ratio lower bound 1 - eps_low (paper Eq. 2, value not reported; 0.2 as PPO/GRPO)."
+    )
+    clip_eps_high: float = Field(
+        0.28, ge=0, description="PPO clip: ratio upper bound 1 + eps_high. 0.28 = DAPO clip-higher; set 0.2 for "
+        "symmetric GRPO clipping. Paper: value not reported."
+    )
+    beta: float = Field(
+        0.0, ge=0, description="Weight of KL(pi_theta || pi_ref) (k3 estimator) to a frozen copy of the policy taken "
+        "at the start of ERPO. Paper Eq. 2 has a beta term, value unreported; 0 as DAPO (PAPER_NOTES §4.4)."
+    )
+    advantage_level: Literal["env", "task"] = Field(
+        "env", description="'env': ERPO environment-level std in the advantage denominator (paper Eq. 4). "
+        "'task': GRPO per-task std (paper Eq. 3; the ablation baseline)."
+    )
+    adv_eps: float = Field(1e-6, gt=0, description="eps added to the advantage std denominator. Ours (PAPER_NOTES §4.5).")
+    mask_user_errors: bool = Field(
+        True, description="MEU: drop rollouts the user-error judge flagged from the statistics and the loss (paper §3.4). "
+        "False = the 'no masking' ablation."
+    )
+    dynamic_sampling: bool = Field(
+        True, description="DAPO dynamic sampling after MEU masking: drop tasks whose valid rollouts are all right, all "
+        "wrong, or fewer than 2 (paper §4.1 uses DAPO's filter; no refilling of the batch, ours)."
+    )
+    recompute_old_logprobs: bool = Field(
+        False, description="Recompute pi_old log-probs with the current weights before the update instead of using "
+        "those recorded at rollout (use when rollouts come from a server whose log-probs are unavailable). Ours."
+    )
+
+    # ----------------------------------------------------------------- SFT cold start
+    sft_epochs: int = Field(
+        1, ge=0, description="Epochs of SFT cold start before ERPO (0 = skip). Paper: an SFT stage exists, "
+        "hyper-parameters unreported (PAPER_NOTES §4.7); ours."
+    )
+    sft_lr: float = Field(1e-4, gt=0, description="AdamW learning rate for SFT. Ours.")
+    sft_batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step. Ours.")
+
+    # ----------------------------------------------------------------- evaluation split (used by the flow)
+    eval_fraction: float = Field(
+        0.2, ge=0, lt=1, description="Fraction of curated tasks held out for before/after evaluation by the training "
+        "flow (never trained on). Ours."
+    )
+
+    # ----------------------------------------------------------------- checkpoints
+    checkpoint_dir: str = Field(
+        "checkpoints/erpo", description="Folder for checkpoints (model + optimizer + RNG + step + config) and the "
+        "tiny base policy. Ours."
+    )
+    checkpoint_every: int = Field(
+        5, ge=1, description="Save a checkpoint every N optimizer steps of each phase (and always at a phase's end). Ours."
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept on disk; older ones are deleted. Ours.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "TrainConfig":
+        if self.tiny_hidden_size % self.tiny_num_heads:
+            raise ValueError(f"tiny_hidden_size ({self.tiny_hidden_size}) must be divisible by tiny_num_heads ({self.tiny_num_heads})")
+        return self
+
+    # ----------------------------------------------------------------- io
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "TrainConfig":
+        """Read a YAML (.yaml/.yml) or JSON file. Unknown keys are an error."""
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"training config {p} does not exist; write a YAML/JSON file with TrainConfig fields")
+        text = p.read_text()
+        try:
+            data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        except (json.JSONDecodeError, yaml.YAMLError) as e:
+            raise ConfigError(f"training config {p} is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {e}") from e
+        return cls.from_dict(data or {}, where=str(p))
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "<dict>") -> "TrainConfig":
+        try:
+            return cls.model_validate(data)
+        except ValidationError as e:
+            raise ConfigError(f"training config {where} is invalid:\n{e}\nFields: {', '.join(cls.model_fields)}") from e
+
+    def to_file(self, path: str | Path) -> Path:
+        p = Path(path)
+        data = self.model_dump(mode="json")
+        p.write_text(json.dumps(data, indent=2) if p.suffix == ".json" else yaml.safe_dump(data, sort_keys=False))
+        return p
+
+    @classmethod
+    def describe(cls) -> dict[str, str]:
+        """Field name -> description (for CLI help and docs)."""
+        return {name: f.description or "" for name, f in cls.model_fields.items()}

@@ -1,0 +1,232 @@
+"""The policy: building the tiny offline default, loading any causal LM, encoding dialogues.
+
+The default policy for tests, CI and the demo is built from nothing (DESIGN.md: no download
+on the default path): a byte-level BPE tokenizer trained locally with ``tokenizers`` on a
+text corpus (the warehouse's task texts), a chat template (:mod:`autoforge.rl.chat`), and a
+small Llama model initialised from a config. It is saved with ``save_pretrained`` and loads
+like any transformers model directory. A Llama config, not Qwen2: with a Qwen2 config
+``AutoTokenizer`` silently swaps in ``Qwen2Tokenizer`` (shared/STACK_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from autoforge.errors import ConfigError
+from autoforge.rl import chat
+
+
+@dataclass
+class Policy:
+    """A causal LM with its tokenizer, on one device. What ``rollout_fn`` receives."""
+
+    model: Any  # transformers PreTrainedModel (causal LM)
+    tokenizer: Any  # PreTrainedTokenizerFast with a chat template
+    device: torch.device
+
+    @property
+    def pad_id(self) -> int:
+        return int(self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id)
+
+    @property
+    def stop_ids(self) -> list[int]:
+        """Token ids that end an assistant turn: ``<|im_end|>`` and the tokenizer's eos."""
+        ids = {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids(chat.IM_END)}
+        unk = self.tokenizer.unk_token_id
+        return sorted(int(i) for i in ids if i is not None and i != unk)
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available; use device='cpu' or 'auto'")
+    return torch.device(device)
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+
+def build_tokenizer(corpus_texts: Iterable[str], vocab_size: int = 2048, min_frequency: int = 2):
+    """Train a byte-level BPE on ``corpus_texts`` and wrap it as ``PreTrainedTokenizerFast``.
+
+    Byte-level: any UTF-8 text encodes (no unknown token). The chat boilerplate (tool preamble)
+    is added to the corpus so the system prompt tokenizes compactly.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    def corpus():
+        yield chat.TOOLS_PREAMBLE + chat.TOOLS_POSTAMBLE
+        for role in ("system", "user", "assistant", "tool"):
+            yield f"{chat.IM_START}{role}\n"
+        n = 0
+        for t in corpus_texts:
+            n += 1
+            yield t
+        if n == 0:
+            raise ConfigError("build_tokenizer: the corpus is empty; pass the task texts (requests, tool docs) to train on")
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=chat.SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus(), trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token=chat.IM_END,  # generation stops at the end of an assistant turn
+        pad_token=chat.EOS,
+        bos_token=None,
+        model_max_length=1_000_000,
+    )
+    fast.add_tokens(chat.ADDED_TOKENS)
+    fast.chat_template = chat.CHAT_TEMPLATE
+    fast.padding_side = "left"  # generation pads on the left; training collate pads itself
+    return fast
+
+
+# --------------------------------------------------------------------------- model
+
+
+def tiny_llama_config(vocab_size: int, hidden_size: int = 128, num_layers: int = 2, num_heads: int = 4,
+                      max_positions: int = 4096, **overrides):
+    from transformers import LlamaConfig
+
+    kw = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=int(hidden_size * 8 / 3 // 16 * 16) or 32,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        rms_norm_eps=1e-5,
+    )
+    kw.update(overrides)
+    return LlamaConfig(**kw)
+
+
+def build_tiny_policy(
+    out_dir: str | Path,
+    corpus_texts: Iterable[str],
+    vocab_size: int = 2048,
+    hidden_size: int = 192,
+    num_layers: int = 4,
+    num_heads: int = 4,
+    max_positions: int = 4096,
+    seed: int = 0,
+    model_vocab_size: int | None = None,
+) -> Path:
+    """Build, initialise and save the tiny default policy; returns the model directory.
+
+    With the defaults: ~2.2M parameters (vocab 2048, hidden 192, 4 layers, tied embeddings).
+    ``vocab_size`` caps the BPE vocabulary; a small corpus yields fewer merges. The model's
+    embedding has ``max(len(tokenizer), model_vocab_size)`` rows (extra rows are never produced
+    by the tokenizer; benchmarks use them to size a model like a real one).
+    """
+    from transformers import LlamaForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tok = build_tokenizer(corpus_texts, vocab_size=vocab_size)
+    cfg = tiny_llama_config(max(len(tok), model_vocab_size or 0), hidden_size, num_layers, num_heads, max_positions,
+                            pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(cfg)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def load_policy(path: str | Path, device: str | torch.device = "auto", dtype: str = "float32",
+                allow_download: bool = False) -> Policy:
+    """Load a causal LM and its tokenizer from a local directory (or the hub, if allowed).
+
+    Without ``allow_download`` nothing is fetched: a path that is not a local directory is an
+    error (HF_HUB_OFFLINE behaviour), so the default path never touches the network.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = Path(path).expanduser()
+    local = p.is_dir()
+    if not local and not allow_download:
+        raise ConfigError(
+            f"policy {str(path)!r} is not a local model directory; build one with build_tiny_policy(), point "
+            "model_path at a directory holding config.json + weights + tokenizer, or set allow_download=True "
+            "to fetch a hub id"
+        )
+    src = str(p) if local else str(path)
+    kw = {"local_files_only": True} if local or os.environ.get("HF_HUB_OFFLINE") == "1" else {}
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    dev = resolve_device(device)
+    tok = AutoTokenizer.from_pretrained(src, **kw)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    if not getattr(tok, "chat_template", None):
+        raise ConfigError(f"tokenizer of {src} has no chat template; the policy needs one to render dialogues")
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **kw).to(dev)
+    return Policy(model=model, tokenizer=tok, device=dev)
+
+
+def count_parameters(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --------------------------------------------------------------------------- dialogues -> (ids, mask)
+
+
+def encode_dialogue(tokenizer, messages: Sequence[Any], tools: list[dict] | None = None) -> tuple[list[int], list[int]]:
+    """Token ids of a whole dialogue and its loss mask (1 on assistant bodies, 0 elsewhere).
+
+    For SFT on gold replays rendered as dialogues. The mask covers what the policy would have
+    generated: each assistant turn's text, tool calls and closing ``<|im_end|>`` — never the
+    role headers, tool outputs or user turns. Uses the tokenizer's own chat template and its
+    offsets, so it works for any Hermes/Qwen-style template.
+    """
+    msgs = [chat._as_dict(m) for m in messages]
+    text = tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = chat.assistant_spans(text)
+    mask = []
+    for (s, e) in enc["offset_mapping"]:
+        mask.append(int(any(b <= s < f for b, f in spans)))
+    return list(enc["input_ids"]), mask
+
+
+def prompt_ids(tokenizer, messages: Sequence[Any], tools: list[dict] | None = None) -> list[int]:
+    """The opening context of an episode: the rendered messages plus ``<|im_start|>assistant\\n``."""
+    text = tokenizer.apply_chat_template([chat._as_dict(m) for m in messages], tools=tools, tokenize=False,
+                                         add_generation_prompt=True)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def continuation_ids(tokenizer, messages: Sequence[Any], add_generation_prompt: bool = True,
+                     close_turn: bool = False) -> list[int]:
+    """Context tokens to append after an assistant turn ended with ``<|im_end|>``.
+
+    Renders ``"\\n"`` + each observation/user turn + ``<|im_start|>assistant\\n``. The policy's
+    generated ids are kept as they are (token-in/token-out); only the new context is
+    tokenized. ``close_turn=True`` first adds the ``<|im_end|>`` the policy did not emit (its
+    turn was cut at max_new_tokens); that token is context, not trained on.
+    """
+    text = (chat.IM_END if close_turn else "") + "\n" + "".join(chat.render_message(m) for m in messages)
+    if add_generation_prompt:
+        text += f"{chat.IM_START}assistant\n"
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -1,0 +1,345 @@
+"""The training loop: SFT cold start, then ERPO. Read top to bottom.
+
+    for each ERPO step:
+        sample tasks -> rollout_fn (the episode engine) -> rewards + judge verdicts
+        -> advantages (MEU masking, dynamic sampling, env-level std)       erpo.advantages_with_info
+        -> loss on the exact token ids the policy generated                 erpo.erpo_loss
+        -> AdamW step with gradient clipping -> log_fn -> checkpoint
+
+``rollout_fn(policy, tasks, n_per_task) -> list[Trajectory]`` is the plug-in point for the
+episode engine (autoforge.rollout); ``log_fn(step, phase, metrics)`` is where the flow
+writes TrainingStep rows. Nothing here knows about the warehouse or Prefect.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from autoforge.errors import ConfigError
+from autoforge.rl import checkpoint as ckpt
+from autoforge.rl.config import TrainConfig
+from autoforge.rl.erpo import advantages_with_info, erpo_loss, token_entropy, token_logprobs
+from autoforge.rl.policy import Policy, build_tiny_policy, load_policy
+from autoforge.rl.trajectory import Trajectory, collate
+
+RolloutFn = Callable[[Policy, Sequence[Any], int], list[Trajectory]]
+LogFn = Callable[[int, str, dict], None]
+
+
+@dataclass
+class TrainResult:
+    history: list[dict] = field(default_factory=list)  # one row per optimizer step: {"phase", "step", metrics...}
+    last_checkpoint: Path | None = None
+    resumed_from: Path | None = None
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _step_seed(seed: int, phase: str, step: int) -> int:
+    """A seed per (run seed, phase, step): a resumed run samples the same tasks and tokens."""
+    return (seed * 1_000_003 + {"sft": 17, "erpo": 31}[phase] * 7919 + step) % (2**31 - 1)
+
+
+def make_optimizer(model, lr: float, cfg: TrainConfig) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(params, lr=lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
+
+
+def _chunks(xs: Sequence, n: int):
+    for i in range(0, len(xs), n):
+        yield xs[i:i + n]
+
+
+def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool = False):
+    """Log-probs of each token given its prefix.
+
+    batch["input_ids"] [B, L] -> logprobs [B, L-1] (position t scores token t+1), entropy [B, L-1] or None.
+    Logits are only materialised from the first position any row trains on (``logits_to_keep``):
+    the prompt's [B, P, V] logits are never needed, which matters with 150k-token vocabularies.
+    Positions before it are returned as 0 (the loss mask is 0 there).
+    """
+    ids = batch["input_ids"]
+    L = ids.size(1)
+    cols = torch.nonzero(batch["loss_mask"][:, 1:].sum(0)).flatten()
+    first = int(cols[0]) if len(cols) else 0  # first target column (in [0, L-1)) any row trains on
+    kw = {"logits_to_keep": L - first} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    logits = model(input_ids=ids, attention_mask=batch["attention_mask"], **kw).logits  # [B, L-first, V] (or [B, L, V])
+    logits = logits[:, -(L - first):-1] if kw else logits[:, first:-1]  # [B, L-1-first, V]: scores tokens first+1..L-1
+    lp = token_logprobs(logits, ids[:, first + 1:], temperature)
+    ent = token_entropy(logits.detach(), temperature) if want_entropy else None
+    if first:  # left-pad back to [B, L-1] so positions line up with the masks
+        lp = torch.cat([lp.new_zeros(lp.size(0), first), lp], dim=1)
+        ent = torch.cat([ent.new_zeros(ent.size(0), first), ent], dim=1) if ent is not None else None
+    return lp, ent
+
+
+# --------------------------------------------------------------------------- SFT cold start
+
+
+def _as_example(x) -> tuple[list[int], list[int]]:
+    if isinstance(x, Trajectory):
+        return x.token_ids, x.loss_mask
+    ids, mask = x
+    if len(ids) != len(mask):
+        raise ConfigError(f"SFT example: {len(ids)} token ids but {len(mask)} mask entries")
+    return list(ids), list(mask)
+
+
+def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | None = None,
+        history: list[dict] | None = None, resume_state: dict | None = None) -> list[dict]:
+    """Supervised cold start: next-token cross-entropy on masked-in (agent) tokens only.
+
+    ``examples``: Trajectory objects or ``(token_ids, loss_mask)`` pairs (gold replays rendered
+    with :func:`autoforge.rl.policy.encode_dialogue`, successful rollouts). Loss = mean over all
+    masked-in tokens of the optimizer step's batch. Checkpoints as phase "sft".
+    """
+    model, history = policy.model, history if history is not None else []
+    data = [_as_example(x) for x in examples]
+    data = [d for d in data if sum(d[1][1:]) > 0]
+    if not data or cfg.sft_epochs == 0:
+        return history
+    per_epoch = math.ceil(len(data) / cfg.sft_batch_size)
+    total = per_epoch * cfg.sft_epochs
+    opt = make_optimizer(model, cfg.sft_lr, cfg)
+    start = 0
+    if resume_state is not None:
+        opt.load_state_dict(resume_state["optimizer"])
+        start = resume_state["step"]
+    model.train()
+    for step in range(start, total):
+        t0 = time.perf_counter()
+        epoch, i = divmod(step, per_epoch)
+        order = list(range(len(data)))
+        random.Random(_step_seed(cfg.seed, "sft", epoch)).shuffle(order)  # same order on resume
+        batch_ex = [data[j] for j in order[i * cfg.sft_batch_size:(i + 1) * cfg.sft_batch_size]]
+        trajs = [Trajectory("sft", "sft", ids, m, [0.0] * len(ids), 0.0) for ids, m in batch_ex]
+        n_tok = sum(sum(t.loss_mask[1:]) for t in trajs)
+        opt.zero_grad(set_to_none=True)
+        loss_sum, seq_tokens = 0.0, 0
+        for mb in _chunks(trajs, cfg.micro_batch_size):
+            b = collate(mb, policy.pad_id, device=policy.device)
+            lp, _ = _forward_logprobs(model, b, 1.0)  # [b, L-1]
+            mask = b["loss_mask"][:, 1:]  # the label of position t is token t+1: mask of the target token
+            loss = -(lp * mask).sum() / n_tok  # token-level mean over the whole step's batch
+            loss.backward()
+            loss_sum += loss.item()
+            seq_tokens += int(b["attention_mask"].sum())
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        opt.step()
+        dt = time.perf_counter() - t0
+        metrics = {"loss": loss_sum, "grad_norm": grad_norm, "tokens": n_tok, "tokens_per_s": seq_tokens / dt,
+                   "epoch": epoch, "lr": cfg.sft_lr, "step_s": dt}
+        history.append({"phase": "sft", "step": step + 1, **metrics})
+        if log_fn:
+            log_fn(step + 1, "sft", metrics)
+        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == total:
+            ckpt.save_checkpoint(cfg.checkpoint_dir, "sft", step + 1, model, policy.tokenizer, opt,
+                                 cfg.model_dump(mode="json"), history, sft_done=step + 1 == total,
+                                 keep=cfg.keep_checkpoints)
+    return history
+
+
+# --------------------------------------------------------------------------- ERPO
+
+
+def erpo_update(policy: Policy, trajs: Sequence[Trajectory], advantages: Sequence[float], optimizer,
+                cfg: TrainConfig, ref_model=None) -> dict[str, float]:
+    """``updates_per_batch`` optimizer steps of the clipped token-level loss on kept rollouts."""
+    model = policy.model
+    total_tok = sum(t.n_generated for t in trajs)  # DAPO: normalise by ALL agent tokens in the batch
+    mbs = [(list(t), list(a)) for t, a in zip(_chunks(list(trajs), cfg.micro_batch_size),
+                                              _chunks(list(advantages), cfg.micro_batch_size))]
+    batches = [collate(t, policy.pad_id, a, device=policy.device) for t, a in mbs]
+
+    with torch.no_grad():
+        for b in batches:
+            if cfg.recompute_old_logprobs:  # pi_old = weights before this update, on the same token ids
+                b["old_logprobs"][:, 1:] = _forward_logprobs(model, b, cfg.temperature)[0] * b["loss_mask"][:, 1:]
+            if cfg.beta > 0:
+                b["ref_logprobs"] = _forward_logprobs(ref_model, b, cfg.temperature)[0]
+
+    agg: dict[str, float] = defaultdict(float)
+    seq_tokens = 0
+    t0 = time.perf_counter()
+    model.train()
+    for u in range(cfg.updates_per_batch):
+        optimizer.zero_grad(set_to_none=True)
+        for b in batches:
+            lp, ent = _forward_logprobs(model, b, cfg.temperature, want_entropy=(u == 0))  # [b, L-1]
+            mask = b["loss_mask"][:, 1:]  # target token t+1 is trained iff the policy generated it
+            loss, st = erpo_loss(lp, b["old_logprobs"][:, 1:], b["advantages"], mask, cfg.clip_eps_low,
+                                 cfg.clip_eps_high, b.get("ref_logprobs"), cfg.beta, num_tokens=total_tok)
+            loss.backward()
+            seq_tokens += int(b["attention_mask"].sum())
+            if u == 0:  # statistics of the first pass: the policy that produced the rollouts
+                w = st["tokens"]
+                agg["loss"] += loss.item()
+                for k in ("pg_loss", "clip_frac", "ratio_mean", "approx_kl_old", "kl"):
+                    agg[k] += st[k] * w / max(total_tok, 1)
+                agg["entropy"] += float((ent * mask).sum()) / max(total_tok, 1)
+        agg["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+        optimizer.step()
+    dt = time.perf_counter() - t0
+    agg.update(update_s=dt, trained_tokens=total_tok, tokens_per_s=seq_tokens / max(dt, 1e-9))
+    return dict(agg)
+
+
+def _json_safe(metrics: dict) -> dict:
+    """NaN/inf -> None so a metrics dict stores as JSON (TrainingStep.metrics)."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in metrics.items()}
+
+
+def _reward_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
+    by_env: dict[str, list[float]] = defaultdict(list)
+    for t in trajs:
+        by_env[t.env_id].append(t.reward)
+    valid = [t.reward for t in trajs if t.valid]
+    out = {"reward_mean": sum(t.reward for t in trajs) / len(trajs),
+           "reward_mean_valid": sum(valid) / len(valid) if valid else float("nan")}
+    out.update({f"reward/{e}": sum(r) / len(r) for e, r in sorted(by_env.items())})
+    return out
+
+
+def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
+               log_fn: LogFn | None = None, history: list[dict] | None = None,
+               resume_state: dict | None = None, sft_done: bool = True, ref_model=None) -> list[dict]:
+    """``cfg.steps`` ERPO steps. ``tasks`` are whatever ``rollout_fn`` understands (Task records)."""
+    if not tasks:
+        raise ConfigError("train_erpo: no tasks to train on; curate tasks first (autoforge verify)")
+    model, history = policy.model, history if history is not None else []
+    opt = make_optimizer(model, cfg.lr, cfg)
+    start = 0
+    if resume_state is not None:
+        opt.load_state_dict(resume_state["optimizer"])
+        start = resume_state["step"]
+    if cfg.beta > 0 and ref_model is None:
+        ref_model = _reference_model(policy, cfg)
+
+    for step in range(start, cfg.steps):
+        t0 = time.perf_counter()
+        seed = _step_seed(cfg.seed, "erpo", step)
+        # 1. sample: tasks for this step (deterministic per step, so a resumed run picks the same ones)
+        batch_tasks = random.Random(seed).sample(list(tasks), min(cfg.tasks_per_batch, len(tasks)))
+        torch.manual_seed(seed)
+        trajs = rollout_fn(policy, batch_tasks, cfg.rollouts_per_task)
+        if not trajs:
+            raise ConfigError(f"rollout_fn returned no trajectories at ERPO step {step + 1}")
+        t_roll = time.perf_counter() - t0
+
+        # 2. score: rewards come with the trajectories; MEU verdicts in .valid (ignored if masking is off)
+        valid = [t.valid for t in trajs] if cfg.mask_user_errors else [True] * len(trajs)
+
+        # 3. advantages: masking -> dynamic sampling -> per-task mean / env-level (or task-level) std
+        info = advantages_with_info([t.reward for t in trajs], [t.task_id for t in trajs], [t.env_id for t in trajs],
+                                    valid, cfg.advantage_level, cfg.adv_eps, cfg.dynamic_sampling)
+        kept = [(t, a) for t, a in zip(trajs, info.advantages) if a is not None and t.n_generated > 0]
+
+        metrics = _reward_metrics(trajs)
+        metrics.update(n_rollouts=len(trajs), n_tasks=len({t.task_id for t in trajs}),
+                       masked_frac=info.masked / len(trajs) if cfg.mask_user_errors else 0.0,
+                       judge_flagged_frac=sum(not t.valid for t in trajs) / len(trajs),
+                       dropped_tasks=len(info.dropped_tasks), kept_rollouts=len(kept),
+                       gen_tokens=sum(t.n_generated for t in trajs), rollout_s=t_roll, lr=cfg.lr)
+
+        # 4-5. loss on the exact generated token ids, AdamW step (skipped when nothing survives filtering)
+        if kept:
+            metrics.update(erpo_update(policy, [t for t, _ in kept], [a for _, a in kept], opt, cfg, ref_model))
+        else:
+            metrics.update(skipped=1.0)
+        metrics["step_s"] = time.perf_counter() - t0
+
+        # 6. log and checkpoint
+        metrics = _json_safe(metrics)
+        history.append({"phase": "erpo", "step": step + 1, **metrics})
+        if log_fn:
+            log_fn(step + 1, "erpo", metrics)
+        if (step + 1) % cfg.checkpoint_every == 0 or step + 1 == cfg.steps:
+            ckpt.save_checkpoint(cfg.checkpoint_dir, "erpo", step + 1, model, policy.tokenizer, opt,
+                                 cfg.model_dump(mode="json"), history, sft_done=sft_done, keep=cfg.keep_checkpoints)
+    return history
+
+
+def _reference_model(policy: Policy, cfg: TrainConfig):
+    """Frozen pi_ref for the KL term: the policy at the start of ERPO, kept on disk for resumes."""
+    from transformers import AutoModelForCausalLM
+
+    ref_dir = Path(cfg.checkpoint_dir) / "reference"
+    if (ref_dir / "config.json").is_file():
+        ref = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True).to(policy.device)
+    else:
+        ref = copy.deepcopy(policy.model)
+        ref.save_pretrained(ref_dir)
+    ref.eval().requires_grad_(False)
+    return ref
+
+
+# --------------------------------------------------------------------------- both phases, resumable
+
+
+def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
+          sft_examples: Sequence | None = None, log_fn: LogFn | None = None) -> TrainResult:
+    """SFT cold start (if examples and ``sft_epochs``) then ERPO, resuming from ``cfg.checkpoint_dir``.
+
+    A killed run started again with the same config continues after its last checkpoint: the
+    weights, optimizer and history come back, finished steps are not redone, and steps are
+    seeded per step so the continuation samples what the uninterrupted run would have.
+    """
+    set_seed(cfg.seed)
+    result = TrainResult()
+    state = None
+    last = ckpt.latest_checkpoint(cfg.checkpoint_dir)
+    if last is not None:
+        state = ckpt.load_trainer_state(last)
+        ckpt.load_weights(last, policy.model)
+        ckpt.set_rng_state(state["rng"])
+        result.resumed_from = last
+    history = list(state["history"]) if state else []
+
+    sft_done = bool(state and (state["sft_done"] or state["phase"] == "erpo"))
+    if sft_examples and cfg.sft_epochs > 0 and not sft_done:
+        sft(policy, sft_examples, cfg, log_fn, history, resume_state=state if state and state["phase"] == "sft" else None)
+    history = train_erpo(policy, tasks, rollout_fn, cfg, log_fn, history, sft_done=True,
+                         resume_state=state if state and state["phase"] == "erpo" else None)
+    result.history = history
+    result.last_checkpoint = ckpt.latest_checkpoint(cfg.checkpoint_dir)
+    return result
+
+
+# --------------------------------------------------------------------------- glue for the flow / CLI
+
+
+def policy_from_config(cfg: TrainConfig, corpus_texts=None) -> Policy:
+    """The policy a run starts from: ``cfg.model_path``, or the tiny offline policy built (once) into
+    ``<checkpoint_dir>/base`` from ``corpus_texts`` (e.g. the warehouse's task requests and tool docs)."""
+    path = cfg.model_path
+    if path is None:
+        base = Path(cfg.checkpoint_dir) / "base"
+        if not (base / "config.json").is_file():
+            if corpus_texts is None:
+                raise ConfigError("policy_from_config: model_path is unset and no corpus was given to build the tiny "
+                                  "policy's tokenizer; pass corpus_texts (task texts) or set model_path")
+            build_tiny_policy(base, corpus_texts, vocab_size=cfg.tiny_vocab_size, hidden_size=cfg.tiny_hidden_size,
+                              num_layers=cfg.tiny_num_layers, num_heads=cfg.tiny_num_heads,
+                              max_positions=cfg.tiny_max_positions, seed=cfg.seed)
+        path = str(base)
+    return load_policy(path, device=cfg.device, dtype=cfg.dtype, allow_download=cfg.allow_download)
+
+
+def training_step_record(train_run_id: str, step: int, phase: str, metrics: dict):
+    """A ``TrainingStep`` row from a ``log_fn`` call (the flow persists these)."""
+    from autoforge.types import TrainingStep
+
+    return TrainingStep(train_run_id=train_run_id, step=step, phase=phase, metrics=_json_safe(dict(metrics)))

@@ -1,0 +1,167 @@
+"""Trainer smoke tests: two ERPO steps move every parameter; SFT trains only masked tokens; resume; curve."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from autoforge.errors import ConfigError
+from autoforge.rl.checkpoint import latest_checkpoint
+from autoforge.rl.config import TrainConfig
+from autoforge.rl.curves import plot_learning_curve
+from autoforge.rl.policy import build_tiny_policy, encode_dialogue, load_policy
+from autoforge.rl.synthetic import make_synthetic_rollout_fn, synthetic_tasks
+from autoforge.rl.trainer import sft, train
+
+CORPUS = [f"Please update record R{i % 9} in environment {i % 3}; set status {i % 4}." for i in range(200)]
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    return build_tiny_policy(tmp_path_factory.mktemp("tiny"), CORPUS, vocab_size=500, hidden_size=64, num_layers=2,
+                             num_heads=4)
+
+
+def _cfg(tmp_path, **kw) -> TrainConfig:
+    base = dict(steps=2, tasks_per_batch=4, rollouts_per_task=4, micro_batch_size=8, lr=1e-3, max_new_tokens=8,
+                checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=1, device="cpu", sft_epochs=0, seed=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def test_two_erpo_steps_change_every_parameter(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    before = {n: p.detach().clone() for n, p in pol.model.named_parameters()}
+    tasks = synthetic_tasks(n_envs=2, tasks_per_env=2)
+    # one rollout per task (trial 0) is flagged by the judge: masked out
+    rollout_fn = make_synthetic_rollout_fn(max_new_tokens=8, judge_fn=lambda task, j: j == 0)
+    logged = []
+    res = train(pol, tasks, rollout_fn, _cfg(tmp_path), log_fn=lambda s, ph, m: logged.append((s, ph, m)))
+    assert [(s, ph) for s, ph, _ in logged] == [(1, "erpo"), (2, "erpo")]
+    for _, _, m in logged:
+        assert math.isfinite(m["loss"]) and math.isfinite(m["entropy"]) and m["entropy"] > 0
+        assert m["masked_frac"] == pytest.approx(0.25)  # 1 of 4 rollouts per task
+        assert m["kept_rollouts"] == 12 and m["dropped_tasks"] == 0  # trials 1,2,3 -> rewards 1,0,1: mixed
+        assert {"reward/env0", "reward/env1", "clip_frac", "kl", "tokens_per_s", "grad_norm"} <= set(m)
+        # on-policy: recomputed log-probs on the exact token ids equal the recorded ones (token-in/token-out,
+        # masks and log-prob positions aligned), so the ratio is 1 and nothing is clipped
+        assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-4) and m["clip_frac"] == 0.0
+        assert abs(m["approx_kl_old"]) < 1e-4
+    for n, p in pol.model.named_parameters():
+        assert not torch.equal(before[n], p.detach()), f"{n} did not change"
+    assert res.last_checkpoint is not None and res.last_checkpoint.name == "erpo-000002"
+    assert len(res.history) == 2
+
+
+def test_all_tasks_dropped_skips_the_update(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    before = [p.detach().clone() for p in pol.model.parameters()]
+    rollout_fn = make_synthetic_rollout_fn(max_new_tokens=4, reward_fn=lambda task, j, turns: 1.0)
+    res = train(pol, synthetic_tasks(), rollout_fn, _cfg(tmp_path, steps=1))
+    assert res.history[0]["skipped"] == 1.0 and res.history[0]["dropped_tasks"] == 4
+    assert all(torch.equal(a, b) for a, b in zip(before, pol.model.parameters()))
+
+
+def test_sft_loss_counts_only_masked_tokens(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    dialogue = [{"role": "user", "content": "Please update record R1."},
+                {"role": "assistant", "content": "", "tool_calls": [{"name": "update", "arguments": {"id": "R1"}}]},
+                {"role": "tool", "content": '{"ok": true}'},
+                {"role": "assistant", "content": "Done."}]
+    ids, mask = encode_dialogue(pol.tokenizer, dialogue)
+    # expected first-step loss: mean over masked target tokens of -log p(token | prefix)
+    with torch.no_grad():
+        full = torch.tensor([ids])
+        logp = torch.log_softmax(pol.model(full).logits[0, :-1].float(), -1)
+        nll = -logp.gather(1, full[0, 1:, None]).squeeze(1)
+        m = torch.tensor(mask[1:], dtype=torch.float32)
+        expected = float((nll * m).sum() / m.sum())
+    cfg = _cfg(tmp_path, sft_epochs=12, sft_batch_size=1, sft_lr=1e-2, checkpoint_every=100)
+    hist = sft(pol, [(ids, mask)], cfg)
+    assert hist[0]["loss"] == pytest.approx(expected, rel=1e-4)
+    assert hist[-1]["loss"] < 0.5 * hist[0]["loss"]  # it fits the one example
+    assert latest_checkpoint(cfg.checkpoint_dir).name == "sft-000012"
+    with pytest.raises(ConfigError, match="mask entries"):
+        sft(pol, [([1, 2, 3], [0, 1])], cfg)
+
+
+def test_resume_does_not_redo_steps_and_matches_an_uninterrupted_run(base_dir, tmp_path):
+    tasks = synthetic_tasks()
+    calls = []
+    inner = make_synthetic_rollout_fn(max_new_tokens=6)
+
+    class Killed(Exception):
+        pass
+
+    def dying(policy, batch, n):
+        calls.append(len(calls))
+        if len(calls) == 3:
+            raise Killed("simulated kill during step 3")
+        return inner(policy, batch, n)
+
+    cfg = _cfg(tmp_path, steps=3, tasks_per_batch=2)
+    with pytest.raises(Killed):
+        train(load_policy(base_dir, device="cpu"), tasks, dying, cfg)
+    assert latest_checkpoint(cfg.checkpoint_dir).name == "erpo-000002"
+
+    calls.clear()
+    logged = []
+    pol = load_policy(base_dir, device="cpu")
+    res = train(pol, tasks, lambda p, b, n: (calls.append(1), inner(p, b, n))[1], cfg,
+                log_fn=lambda s, ph, m: logged.append(s))
+    assert res.resumed_from.name == "erpo-000002"
+    assert logged == [3] and len(calls) == 1  # steps 1-2 were not redone
+    assert [r["step"] for r in res.history] == [1, 2, 3]
+
+    straight = load_policy(base_dir, device="cpu")
+    ref = train(straight, tasks, inner, _cfg(tmp_path / "straight", steps=3, tasks_per_batch=2))
+    for a, b in zip(pol.model.parameters(), straight.model.parameters()):
+        assert torch.allclose(a, b, atol=1e-5)
+    assert [r["reward_mean"] for r in ref.history] == [r["reward_mean"] for r in res.history]
+
+
+def test_sft_then_erpo_resumes_past_sft(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    ids, mask = encode_dialogue(pol.tokenizer, [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}])
+    cfg = _cfg(tmp_path, steps=1, sft_epochs=2, sft_batch_size=1)
+    res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=4), cfg, sft_examples=[(ids, mask)] * 2)
+    assert [(r["phase"], r["step"]) for r in res.history] == [("sft", 1), ("sft", 2), ("sft", 3), ("sft", 4), ("erpo", 1)]
+    again = train(load_policy(base_dir, device="cpu"), synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=4),
+                  cfg, sft_examples=[(ids, mask)] * 2, log_fn=lambda *a: pytest.fail("nothing left to do"))
+    assert len(again.history) == 5
+    png = plot_learning_curve(res.history, tmp_path / "curve.png", title="tiny")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_kl_term_with_reference(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    cfg = _cfg(tmp_path, steps=2, beta=0.5, tasks_per_batch=2)
+    res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=6), cfg)
+    assert res.history[0]["kl"] == pytest.approx(0.0, abs=1e-6)  # policy == reference before the first step
+    assert res.history[1]["kl"] > 0
+    assert (tmp_path / "ckpt" / "reference" / "config.json").is_file()
+
+
+def test_policy_from_config_builds_once_and_records(tmp_path):
+    from autoforge.rl.trainer import policy_from_config, training_step_record
+
+    cfg = _cfg(tmp_path, tiny_vocab_size=400, tiny_hidden_size=32, tiny_num_layers=1, tiny_num_heads=2)
+    with pytest.raises(ConfigError, match="corpus"):
+        policy_from_config(cfg)
+    pol = policy_from_config(cfg, CORPUS)
+    assert pol.model.config.hidden_size == 32 and (tmp_path / "ckpt" / "base" / "config.json").is_file()
+    again = policy_from_config(cfg)  # reuses the built base, no corpus needed
+    assert all(torch.equal(a, b) for a, b in zip(pol.model.parameters(), again.model.parameters()))
+    row = training_step_record("tr_1", 3, "erpo", {"loss": 0.5, "reward_mean_valid": float("nan")})
+    assert row.metrics == {"loss": 0.5, "reward_mean_valid": None} and row.phase == "erpo"
+
+
+def test_rl_library_does_not_import_prefect():
+    import subprocess
+    import sys
+
+    code = ("import sys, autoforge.rl.trainer, autoforge.rl.synthetic, autoforge.rl.curves; "
+            "sys.exit(1 if any(m.startswith('prefect') for m in sys.modules) else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
