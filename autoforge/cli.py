@@ -156,6 +156,74 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prefect_env() -> None:
+    """Offline-friendly Prefect defaults for flows started from the CLI (an ephemeral server if no API URL)."""
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+
+
+def _factory_params(args: argparse.Namespace, bundled: bool):
+    from autoforge.pipeline import FactoryParams
+
+    return FactoryParams(
+        backend=args.backend, tasks_per_env=args.tasks_per_env, seed=args.seed, env=args.env,
+        paths=list(args.paths or []), bundled=bundled, max_envs=args.max_envs, warehouse=_wh(args),
+    )
+
+
+def run_factory_cli(params, use_prefect: bool) -> dict:
+    """Run the factory with a progress bar (library path) or as the Prefect `factory` flow."""
+    params.validate_for_run()
+    if use_prefect:
+        _prefect_env()
+        print("running the factory as a Prefect flow (ephemeral server unless PREFECT_API_URL is set) ...", flush=True)
+        from flows.factory import factory
+
+        return factory(**params.model_dump())
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from autoforge.pipeline import STAGES, run_factory
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total} stages"),
+                  TimeElapsedColumn(), transient=False) as bar:
+        task = bar.add_task("factory: ingest", total=len(STAGES))
+
+        def progress(stage: str, counts: dict) -> None:
+            i = STAGES.index(stage)
+            nxt = STAGES[i + 1] if i + 1 < len(STAGES) else "done"
+            bar.update(task, advance=1, description=f"factory: {nxt}")
+            brief = {k: v for k, v in counts.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            bar.console.print(f"  {stage:<10} " + ", ".join(f"{k}={v}" for k, v in brief.items()))
+
+        return run_factory(params, progress=progress)
+
+
+def print_factory_summary(warehouse: str | None, result: dict) -> None:
+    from autoforge.warehouse import query, table_exists
+
+    print(f"batch {result.get('batch_id')}")
+    print_rows(result.get("funnel") or [], title="stage funnel (v_stage_funnel)")
+    if table_exists(warehouse, "v_curated_tasks"):
+        rows = query(warehouse, """
+            SELECT count(*) AS verified_tasks, count(DISTINCT env_id) AS environments,
+                   median(n_tool_calls) AS median_tool_calls,
+                   round(avg(CASE WHEN n_reasoning_nodes > 0 THEN 1 ELSE 0 END), 3) AS share_with_reasoning,
+                   round(avg(CASE WHEN n_requirements >= 2 THEN 1 ELSE 0 END), 3) AS share_merged,
+                   max(dag_depth) AS max_dag_depth
+            FROM v_curated_tasks""", read_only_check=False)
+        print_rows(rows, title="curated tasks (v_curated_tasks)")
+
+
+@command("factory")
+def cmd_factory(args: argparse.Namespace) -> int:
+    params = _factory_params(args, bundled=args.bundled or not args.paths)
+    result = run_factory_cli(params, use_prefect=not args.no_prefect)
+    print_factory_summary(_wh(args), result)
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -195,6 +263,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--backend", choices=["offline", "openai"], default="offline",
                    help="offline rules/templates (default) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")
     s.add_argument("--max-envs", type=int, default=None, help="at most this many tool sets")
+
+    def factory_args(s: argparse.ArgumentParser, tasks_default: int) -> None:
+        s.add_argument("--backend", choices=["offline", "openai"], default="offline",
+                       help="offline rules (default, no network) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")
+        s.add_argument("--tasks-per-env", type=int, default=tasks_default, help="candidate tasks per environment")
+        s.add_argument("--seed", type=int, default=0, help="seed of walks, merges and instantiation (same seed: no new rows)")
+        s.add_argument("--env", metavar="NAME", help="only this environment (tool set name)")
+        s.add_argument("--max-envs", type=int, default=None, help="at most this many environments")
+        s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
+
+    s = sub.add_parser("factory", parents=[common], help="run ingest -> synthesize -> sample -> generate -> verify")
+    s.add_argument("paths", nargs="*", metavar="PATH", help="tool docs to ingest (default: the bundled corpus)")
+    s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
+    factory_args(s, 110)
 
     for extra in EXTRA_PARSERS:
         extra(sub, common)

@@ -5,8 +5,9 @@ Prefect flows in ``flows/`` call the same pure functions with Prefect's fan-out 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -87,6 +88,7 @@ class FactoryParams(BaseModel):
 
 
 BACKENDS = ("offline", "openai")
+STAGES = ("ingest", "synthesize", "sample", "generate", "verify")
 
 
 def batch_id_for(params: FactoryParams) -> str:
@@ -101,3 +103,39 @@ def funnel_rows(warehouse: str | None) -> list[dict]:
     if not table_exists(warehouse, "v_stage_funnel"):
         return []
     return query(warehouse, "SELECT * FROM v_stage_funnel", read_only_check=False)
+
+
+def run_factory(params: FactoryParams | None = None, progress: Callable[[str, dict], None] | None = None, **kw: Any) -> dict:
+    """The whole factory without Prefect: ingest -> synthesize -> sample -> generate -> verify.
+
+    Same stages, same batch id and same rows as the ``factory`` flow; used by ``autoforge factory
+    --no-prefect``, the benchmarks and the tests. ``progress(stage, counts)`` is called after each stage.
+    """
+    from autoforge.envs.stage import run_synthesis
+    from autoforge.tasks.stages import client_for, run_generate, run_sample, run_verify
+
+    params = params or FactoryParams(**kw)
+    params.validate_for_run()
+    wh, batch = params.warehouse, batch_id_for(params)
+    stages: dict[str, dict] = {}
+    report = progress or (lambda stage, counts: None)
+    t0 = time.perf_counter()
+
+    def timed(name: str, fn: Callable[[], dict]) -> None:
+        t = time.perf_counter()
+        out = fn()
+        counts = out.get("counts", out)
+        stages[name] = {**counts, "seconds": round(time.perf_counter() - t, 3)}
+        report(name, stages[name])
+
+    timed("ingest", lambda: run_ingest(wh, paths=params.paths, bundled=params.bundled, batch_id=batch))
+    timed("synthesize", lambda: run_synthesis(wh, env=params.env, backend=params.backend, batch_id=batch,
+                                              max_envs=params.max_envs))
+    client = client_for(params.backend)
+    timed("sample", lambda: run_sample(wh, params.seed, env=params.env, max_envs=params.max_envs, client=client,
+                                       batch_id=batch))
+    timed("generate", lambda: run_generate(wh, params.seed, env=params.env, max_envs=params.max_envs,
+                                           tasks_per_env=params.tasks_per_env, client=client, batch_id=batch))
+    timed("verify", lambda: run_verify(wh, env=params.env, max_envs=params.max_envs, batch_id=batch))
+    return {"batch_id": batch, "stages": stages, "seconds": round(time.perf_counter() - t0, 3),
+            "funnel": funnel_rows(wh)}
