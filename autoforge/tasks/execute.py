@@ -1,0 +1,130 @@
+"""Execute a task DAG in topological order inside an environment.
+
+Paper (arXiv 2512.22857, Sec. 3.3, "tool-sequence execution"): concrete arguments are filled
+for every tool node (from the intent and the reasoning edges) and G_k is executed in
+topological order on S_k, giving the gold final state S*_k. The same function replays a gold
+DAG for verification (facts fixed) and runs it during generation (missing facts chosen by a
+``chooser`` callback that looks at the live state).
+
+Environments come from an ``env_factory(tools) -> env`` with the runtime's interface
+(``reset(state)``, ``call(name, arguments) -> Observation``, ``get_state()``); the default is
+:class:`autoforge.envs.runtime.Environment` (the sandbox).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+from autoforge.dags.build import topo_order
+from autoforge.dags.reasoning import ReasoningError, apply_op
+from autoforge.errors import AutoforgeError
+from autoforge.types import DagNode, TaskDag, ToolCall, ToolCode
+
+
+class DagExecutionError(AutoforgeError):
+    """A DAG could not run to the end; ``reason`` is a short category for the funnel."""
+
+    def __init__(self, reason: str, detail: str, node: str | None = None):
+        super().__init__(f"{reason} at {node or '?'}: {detail}")
+        self.reason, self.detail, self.node = reason, detail, node
+
+
+class EnvLike(Protocol):
+    def reset(self, state: dict) -> Any: ...
+    def call(self, name: str, arguments: dict) -> Any: ...
+    def get_state(self) -> dict: ...
+
+
+EnvFactory = Callable[[list[ToolCode]], EnvLike]
+# chooser(node, arg_name, resolved_args, env) -> value of a user fact not fixed yet
+Chooser = Callable[[DagNode, str, dict[str, Any], EnvLike], Any]
+
+
+def default_env_factory(tools: list[ToolCode]) -> EnvLike:
+    """The sandboxed runtime (``autoforge.envs.runtime.Environment``)."""
+    from autoforge.envs.runtime import Environment
+
+    return Environment(tools)
+
+
+@dataclass
+class DagRun:
+    calls: list[ToolCall]
+    outputs: dict[str, Any]
+    final_state: dict
+    facts: dict[str, Any]
+    args: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> resolved arguments
+
+
+def resolve_path(obj: Any, path: str | None, *, node: str | None = None) -> Any:
+    """``path`` ("user_id", "orders", "a.b") inside a node output; None/"" means the whole output."""
+    if not path:
+        return obj
+    cur = obj
+    for part in path.split("."):
+        if isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        elif isinstance(cur, list) and part.isdigit() and int(part) < len(cur):
+            cur = cur[int(part)]
+        else:
+            raise DagExecutionError("bad_path", f"output has no {path!r} (stopped at {part!r})", node)
+    return cur
+
+
+def observation_error(obs: Any) -> str | None:
+    """The error of an Observation, or None when the call succeeded."""
+    if not getattr(obs, "ok", False):
+        return str(getattr(obs, "error", None) or getattr(obs, "output", None) or "call failed")
+    out = getattr(obs, "output", None)
+    if isinstance(out, dict) and set(out) == {"error"}:
+        return str(out["error"])
+    return None
+
+
+def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, Any], *,
+            chooser: Chooser | None = None) -> DagRun:
+    """Run ``dag`` on a reset copy of ``initial_state``. ``facts`` is filled in place by ``chooser``."""
+    env.reset(initial_state)
+    outputs: dict[str, Any] = {}
+    calls: list[ToolCall] = []
+    resolved: dict[str, dict[str, Any]] = {}
+    for node in topo_order(dag):
+        args: dict[str, Any] = {}
+        for name, src in node.args.items():
+            if src.kind == "node":
+                if src.node not in outputs:
+                    raise DagExecutionError("unsourced_argument", f"{name} reads {src.node}, which has not run", node.node_id)
+                args[name] = resolve_path(outputs[src.node], src.path, node=node.node_id)
+            elif src.kind == "const":
+                args[name] = src.value
+        for name, src in sorted(node.args.items()):
+            if src.kind != "user":
+                continue
+            if src.fact not in facts:
+                if chooser is None:
+                    raise DagExecutionError("missing_fact", f"user fact {src.fact!r} is not known", node.node_id)
+                facts[src.fact] = chooser(node, name, args, env)
+            args[name] = facts[src.fact]
+        resolved[node.node_id] = args
+        if node.kind == "tool":
+            obs = env.call(node.tool, args)
+            err = observation_error(obs)
+            if err is not None:
+                raise DagExecutionError("gold_call_error", f"{node.tool}({args}) failed: {err}", node.node_id)
+            outputs[node.node_id] = obs.output
+            calls.append(ToolCall(name=node.tool, arguments=args, id=node.node_id))
+        else:
+            try:
+                outputs[node.node_id] = apply_op(node.op, args, node.params)
+            except ReasoningError as exc:
+                raise DagExecutionError("ambiguous_reasoning", str(exc), node.node_id) from exc
+    return DagRun(calls=calls, outputs=outputs, final_state=env.get_state(), facts=facts, args=resolved)
+
+
+def run_calls(env: EnvLike, initial_state: dict, calls: list[ToolCall]) -> dict:
+    """Replay plain tool calls (errors are observations, not exceptions); return the final state."""
+    env.reset(initial_state)
+    for c in calls:
+        env.call(c.name, dict(c.arguments))
+    return env.get_state()

@@ -1,0 +1,159 @@
+"""Task generation: DAG -> initial state -> gold run -> request + hidden facts -> Task.
+
+Paper (arXiv 2512.22857, Sec. 3.3): environment initialization (values for every attribute,
+conditioned on the DAG), tool-sequence execution in topological order (gold final state
+S*_k), task refinement (minimum necessary information). D_k = (Q_k, S_k, S*_k, F).
+
+Ids: ``task_id = content_id("task", env_id, dag, state change, hash(S))`` — the same seed
+gives the same tasks, so a re-run upserts. The train/test split comes from the id's hash
+(``test_fraction``, default 10%), so it never changes between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
+
+from autoforge.dags.build import dag_depth, rejection
+from autoforge.dags.graph import is_key_param, key_fields
+from autoforge.tasks.execute import DagExecutionError, EnvFactory, default_env_factory, run_dag
+from autoforge.tasks.instantiate import FactChooser, make_world
+from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
+from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, canonical_json, content_hash, content_id,
+                             state_hash)
+
+TEST_FRACTION = 0.10  # share of tasks held out for evaluation (DEFAULT; the paper reports no split)
+
+
+def state_change(before: dict, after: dict) -> dict:
+    """Changed records only: ``{collection: {id: [before_record_or_None, after_record_or_None]}}``."""
+    out: dict[str, dict] = {}
+    for coll in sorted(set(before) | set(after)):
+        a, b = before.get(coll) or {}, after.get(coll) or {}
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            if canonical_json(a) != canonical_json(b):
+                out[coll] = {"*": [a, b]}
+            continue
+        diff = {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if canonical_json(a.get(k)) != canonical_json(b.get(k))}
+        if diff:
+            out[coll] = diff
+    return out
+
+
+def dag_shape(dag: TaskDag) -> list:
+    """The DAG without ids, fact names or op constants: which tools/ops, wired how."""
+    pos = {n.node_id: i for i, n in enumerate(dag.nodes)}
+    nodes = [[n.kind, n.tool or n.op, sorted((a, s.kind, pos.get(s.node or "", -1)) for a, s in n.args.items())] for n in dag.nodes]
+    return [nodes, sorted([pos[a], pos[b]] for a, b in dag.edges)]
+
+
+def duplicate_key(task: Task, dag: TaskDag) -> str:
+    """Two tasks are duplicates when they share the DAG shape and the state change."""
+    return content_hash([task.env_id, dag_shape(dag), state_change(task.initial_state, task.gold_state)])
+
+
+def split_of(task_id: str, test_fraction: float = TEST_FRACTION) -> str:
+    bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) % 10_000
+    return "test" if bucket < test_fraction * 10_000 else "train"
+
+
+def lookup_ids(dag: TaskDag, outputs: dict[str, Any], calls_args: dict[str, dict], keys: set[str]) -> list[str]:
+    """Identifier values the agent must find with tools (gold arguments sourced from node outputs)."""
+    out = set()
+    for n in dag.nodes:
+        if n.kind != "tool":
+            continue
+        for arg, src in n.args.items():
+            if src.kind == "node" and is_key_param(arg, keys):
+                v = calls_args.get(n.node_id, {}).get(arg)
+                if isinstance(v, str) and v:
+                    out.add(v)
+    return sorted(out)
+
+
+@contextmanager
+def open_env(tools: list[ToolCode], env_factory: EnvFactory | None) -> Iterator[Any]:
+    env = (env_factory or default_env_factory)(tools)
+    try:
+        yield env
+    finally:
+        close = getattr(env, "close", None)
+        if callable(close):
+            close()
+
+
+def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, runtime: Any, rng: random.Random, *,
+                  client: Any = None, test_fraction: float = TEST_FRACTION, batch_id: str | None = None,
+                  run_id: str | None = None) -> Task:
+    """One task from one DAG (raises DagExecutionError / PhrasingError with a reason category)."""
+    world = make_world(env, rng)
+    facts: dict[str, Any] = {}
+    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng))
+    change = state_change(world, run.final_state)
+    if not change:
+        raise DagExecutionError("no_state_change", "the gold run leaves the state as it was")
+    draft = write_request(dag, run, tools, env, rng)
+    forbidden = lookup_ids(dag, run.outputs, run.args, key_fields(env))
+    if client is not None and not getattr(client, "is_offline", True):
+        draft = refine_request(client, draft, facts, forbidden)
+    from autoforge.tasks.verify import mentions
+
+    leaked = [v for v in forbidden if mentions(draft.request, v)]
+    if leaked:
+        raise PhrasingError("leaked_id", f"the request names {leaked}, which the agent must look up")
+    task_id = content_id("task", env.env_id, dag.dag_id, change, state_hash(world))
+    n_tools = sum(1 for n in dag.nodes if n.kind == "tool")
+    return Task(
+        task_id=task_id, env_id=env.env_id, dag_id=dag.dag_id, request=draft.request,
+        user_facts=dict(sorted(facts.items())), initial_state=world, gold_state=run.final_state,
+        gold_state_hash=state_hash(run.final_state), gold_calls=run.calls, n_tool_calls=n_tools,
+        dag_depth=dag_depth(dag), n_reasoning_nodes=len(dag.nodes) - n_tools, n_requirements=dag.n_requirements,
+        status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id, run_id=run_id,
+    )
+
+
+def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list[TaskDag], seed: int, *,
+                   n_tasks: int = 120, max_attempts: int | None = None, env_factory: EnvFactory | None = None,
+                   client: Any = None, test_fraction: float = TEST_FRACTION, skip_ids: set[str] | None = None,
+                   batch_id: str | None = None, run_id: str | None = None) -> tuple[list[Task], list[Rejection]]:
+    """Up to ``n_tasks`` tasks for one environment, instantiating its DAGs round-robin.
+
+    Each attempt takes the next DAG (in an order shuffled by ``seed``) with its own world
+    seed; a failed attempt becomes a Rejection (stage ``generate``, item ``<dag_id>#<attempt>``).
+    Ids in ``skip_ids`` (already in the warehouse) are not returned again, so re-running
+    never resets a verified task to ``generated``; they still count toward ``n_tasks``.
+    """
+    mine = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
+    by_name = {t.name: t for t in mine}
+    dags = sorted((d for d in dags if d.env_id == env.env_id), key=lambda d: d.dag_id)
+    random.Random(seed).shuffle(dags)
+    tasks: dict[str, Task] = {}
+    rejections: list[Rejection] = []
+    if not dags or n_tasks <= 0:
+        return [], []
+    skip_ids = skip_ids or set()
+    seen: set[str] = set()
+    done = 0
+    with open_env(mine, env_factory) as runtime:
+        for attempt in range(max_attempts or n_tasks * 3):
+            if done >= n_tasks:
+                break
+            dag = dags[attempt % len(dags)]
+            rng = random.Random(f"{seed}:{dag.dag_id}:{attempt}")
+            item = f"{dag.dag_id}#{attempt}"
+            try:
+                task = generate_task(env, by_name, dag, runtime, rng, client=client, test_fraction=test_fraction,
+                                     batch_id=batch_id, run_id=run_id)
+            except (DagExecutionError, PhrasingError) as exc:
+                rejections.append(rejection("generate", item, exc.reason, exc.detail[:500], run_id))
+                continue
+            if task.task_id in seen:
+                rejections.append(rejection("generate", item, "duplicate", f"same as {task.task_id}", run_id))
+                continue
+            seen.add(task.task_id)
+            done += 1
+            if task.task_id not in skip_ids:
+                tasks[task.task_id] = task
+    return list(tasks.values()), rejections

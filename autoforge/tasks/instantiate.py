@@ -1,0 +1,441 @@
+"""Initial states for tasks: the entities a DAG touches plus distractor records.
+
+Paper (arXiv 2512.22857, Sec. 3.3, "environment initialization"): values V_i are generated
+for every attribute K_i of the state structure, conditioned on the task DAG, so S_k holds
+what the task needs. Offline we generate a small *world* from ``EnvironmentRecord.state_schema``
+(every collection, several records each, references wired so every parent has two or more
+children) and let the DAG's lookups pick their targets from it during the gold run:
+
+- distractors by construction: other users, other orders of the same user, names that
+  share a first name (``Ava Chen`` / ``Ava Cheng``), numbers drawn distinct so argmax/argmin
+  have one answer;
+- a lookup's user facts come from one target record whose key value is unique in its
+  collection (the lookup has exactly one right answer);
+- a write's data facts are new values (an enum value other than the current one, a fresh
+  name, a different date).
+
+Formats follow ``sample_state`` where it shows one (ISO dates, ids like ``U0001``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from datetime import date, timedelta
+from typing import Any
+
+from autoforge.dags.graph import is_key_param, key_fields, param_schemas
+from autoforge.tasks.execute import DagExecutionError, EnvLike
+from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
+
+FIRST = ["Ava", "Liam", "Noah", "Mia", "Ethan", "Sofia", "Lucas", "Emma", "Omar", "Yuki", "Priya", "Mateo"]
+LAST = ["Chen", "Cheng", "Garcia", "Novak", "Okafor", "Silva", "Kim", "Kimura", "Patel", "Rossi", "Haddad", "Moreau"]
+ADJ = ["Blue", "Red", "Quiet", "Rapid", "Golden", "Silver", "Northern", "Bright", "Little", "Grand", "Green", "Urban"]
+NOUN = ["Lamp", "Chair", "Harbor", "Falcon", "Garden", "Summit", "River", "Atlas", "Beacon", "Meadow", "Orbit", "Canvas"]
+CITY = ["Lisbon", "Osaka", "Denver", "Lyon", "Austin", "Porto", "Leeds", "Perth"]
+PERSON = {"user", "customer", "member", "patient", "employee", "passenger", "guest", "client", "contact", "student",
+          "owner", "driver", "author", "agent", "person", "traveler", "traveller", "applicant", "tenant", "account", "staff"}
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
+BASE_DATE = date(2025, 1, 1)  # the synthesized tools' fixed clock is around here; values spread over 2025
+
+
+def _sample_value(env: EnvironmentRecord, coll: str, fname: str) -> Any:
+    for rec in (env.sample_state.get(coll) or {}).values() if isinstance(env.sample_state.get(coll), dict) else []:
+        if isinstance(rec, dict) and rec.get(fname) is not None:
+            return rec[fname]
+    return None
+
+
+def _id_width(env: EnvironmentRecord, c: CollectionSpec) -> int:
+    ids = list((env.sample_state.get(c.name) or {}).keys()) if isinstance(env.sample_state.get(c.name), dict) else []
+    for i in ids:
+        if isinstance(i, str) and i.startswith(c.id_prefix) and i[len(c.id_prefix):].isdigit():
+            return len(i) - len(c.id_prefix)
+    return 4
+
+
+def make_id(c: CollectionSpec, i: int, width: int = 4) -> str:
+    return f"{c.id_prefix}{i:0{width}d}"
+
+
+class ValueGen:
+    """Field values by name, type and sample format (deterministic given the rng)."""
+
+    def __init__(self, env: EnvironmentRecord, rng: random.Random):
+        self.env, self.rng = env, rng
+
+    def person(self) -> tuple[str, str]:
+        return self.rng.choice(FIRST), self.rng.choice(LAST)
+
+    def date(self, with_time: bool = False) -> str:
+        d = BASE_DATE + timedelta(days=self.rng.randint(10, 330))
+        return f"{d.isoformat()}T{self.rng.randint(8, 18):02d}:00:00" if with_time else d.isoformat()
+
+    def value(self, coll: CollectionSpec, f: FieldSpec | None, name: str, schema: dict | None = None, person=None) -> Any:
+        rng, n = self.rng, name.lower()
+        enum = (f.enum if f else None) or (schema or {}).get("enum")
+        if enum:
+            return rng.choice(enum)
+        ftype = (f.type if f else None) or (schema or {}).get("type") or "string"
+        if isinstance(ftype, list):
+            ftype = next((t for t in ftype if t != "null"), "string")
+        sample = _sample_value(self.env, coll.name, name) if coll else None
+        if ftype == "boolean":
+            return rng.random() < 0.5
+        if ftype == "integer":
+            hi = 20 if any(w in n for w in ("quantity", "qty", "count", "stock", "seat", "guest", "night", "level", "priority")) else 900
+            return rng.randint(1, hi)
+        if ftype == "number":
+            return round(rng.uniform(5, 900), 2)
+        if ftype == "array":
+            return []
+        if ftype == "object":
+            return {}
+        if isinstance(sample, str) and _DT_RE.match(sample) or n.endswith("_at") or "time" in n:
+            return self.date(with_time=True)
+        if isinstance(sample, str) and _DATE_RE.match(sample) or "date" in n or n in ("deadline", "due", "birthday", "dob"):
+            return self.date()
+        first, last = person or self.person()
+        if "email" in n:
+            return f"{first}.{last}{rng.randint(1, 99)}@example.com".lower()
+        if "phone" in n:
+            return f"555-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}"
+        if n in ("city", "location") or n.endswith("_city"):
+            return rng.choice(CITY)
+        if "address" in n:
+            return f"{rng.randint(1, 999)} {rng.choice(NOUN)} Street, {rng.choice(CITY)}"
+        if n in ("zip", "zipcode", "postal_code", "zip_code"):
+            return f"{rng.randint(10000, 99999)}"
+        if n in ("username", "handle", "login"):
+            return f"{first}{last}{rng.randint(1, 99)}".lower()
+        if "name" in n or n == "title":
+            if coll and coll.entity in PERSON and n in ("name", "full_name", "user_name", "customer_name"):
+                return f"{first} {last}"
+            if n in ("first_name", "given_name"):
+                return first
+            if n in ("last_name", "surname", "family_name"):
+                return last
+            return f"{rng.choice(ADJ)} {rng.choice(NOUN)}"
+        if n in ("status", "state", "type", "category"):
+            return rng.choice(["active", "inactive", "pending", "archived"])
+        if any(w in n for w in ("description", "note", "comment", "message", "text", "content", "body", "reason")):
+            return f"{rng.choice(ADJ).lower()} {rng.choice(NOUN).lower()} {rng.randint(1, 99)}"
+        if isinstance(sample, str) and sample:
+            return f"{rng.choice(ADJ)} {rng.choice(NOUN)}"
+        return f"{name.replace('_', '-')}-{rng.randint(100, 999)}"
+
+
+_PATTERN_ID = re.compile(r"^\^?([A-Z]+)\\d\{(\d+)\}\$?$")
+
+
+def _id_pattern(schema: dict | None, pattern: str | None = None) -> tuple[str, int] | None:
+    m = _PATTERN_ID.match(pattern or (schema or {}).get("pattern") or "")
+    return (m.group(1), int(m.group(2))) if m else None
+
+
+class WorldFiller:
+    """Values for a whole world or for one tool argument, shaped by sample records and JSON Schema.
+
+    Records are cloned from ``sample_state`` templates (so nested shapes — item lists, addresses —
+    are right) and every leaf is redrawn; identifiers (fields named like a primary key, or
+    matching an id pattern such as ``^P\\d{4}$``) point at records that exist.
+    """
+
+    def __init__(self, env: EnvironmentRecord, rng: random.Random, state: dict[str, dict]):
+        self.env, self.rng, self.state = env, rng, state
+        self.gen = ValueGen(env, rng)
+        self.by_pk = {c.primary_key: c for c in env.state_schema.collections}
+        self.by_prefix = {c.id_prefix: c for c in env.state_schema.collections}
+
+    def existing_id(self, coll: CollectionSpec) -> str | None:
+        ids = sorted(self.state.get(coll.name) or {})
+        return self.rng.choice(ids) if ids else None
+
+    def id_for(self, name: str, schema: dict | None, pattern: str | None = None) -> str | None:
+        coll = self.by_pk.get(name)
+        pat = _id_pattern(schema, pattern)
+        if coll is None and pat is not None:
+            coll = self.by_prefix.get(pat[0])
+        if coll is not None and self.state.get(coll.name):
+            return self.existing_id(coll)
+        if pat is not None:
+            return f"{pat[0]}{self.rng.randint(1, 9):0{pat[1]}d}"
+        return None
+
+    def fill(self, name: str, template: Any, schema: dict | None, coll: CollectionSpec | None, person=None, depth: int = 0) -> Any:
+        """A fresh value for ``name`` like ``template`` (a sample value) and valid for ``schema``."""
+        schema = schema if isinstance(schema, dict) else {}
+        if depth > 4:
+            return template
+        if isinstance(schema.get("enum"), list) and schema["enum"]:
+            # half the records take the first value (usually the live state: active, pending,
+            # scheduled), so writes whose precondition is that state find targets
+            return schema["enum"][0] if self.rng.random() < 0.5 else self.rng.choice(schema["enum"])
+        stype = schema.get("type")
+        stype = next((t for t in stype if t != "null"), None) if isinstance(stype, list) else stype
+        if (stype == "string" or isinstance(template, str) or stype is None) and (
+                is_key_param(name, set(self.by_pk)) or _id_pattern(schema)):
+            v = self.id_for(name, schema)
+            if v is not None:
+                return v
+        if stype == "object" or isinstance(template, dict):
+            props = schema.get("properties") or {}
+            tmpl = template if isinstance(template, dict) else {}
+            keys = list(dict.fromkeys(list(tmpl) + list(props)))
+            return {k: self.fill(k, tmpl.get(k), props.get(k), coll, person, depth + 1) for k in keys}
+        if stype == "array" or isinstance(template, list):
+            items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+            tmpl = template if isinstance(template, list) else []
+            lo = max(1, int(schema.get("minItems", 1)))
+            n = self.rng.randint(lo, max(lo, min(3, schema.get("maxItems", 3))))
+            if not tmpl and not items:
+                return []
+            return [self.fill(name[:-1] if name.endswith("s") else name, tmpl[i % len(tmpl)] if tmpl else None, items,
+                              coll, person, depth + 1) for i in range(n)]
+        if stype in ("integer", "number") or (isinstance(template, (int, float)) and not isinstance(template, bool)):
+            lo, hi, step = schema.get("minimum"), schema.get("maximum"), schema.get("multipleOf")
+            v = self.gen.value(coll, None, name, {"type": stype or ("integer" if isinstance(template, int) else "number")})
+            if isinstance(template, (int, float)) and not isinstance(template, bool) and template > 0:
+                v = type(v)(max(1, round(template * self.rng.uniform(0.3, 2.5), 2 if isinstance(v, float) else None)))
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi >= lo:
+                v = type(v)(self.rng.randint(int(lo), int(hi))) if (stype == "integer" or isinstance(v, int)) else round(self.rng.uniform(lo, hi), 2)
+            if isinstance(step, (int, float)) and step > 0:
+                v = type(v)(max(1, round(v / step)) * step)
+            if isinstance(lo, (int, float)):
+                v = max(v, lo)
+            if isinstance(hi, (int, float)):
+                v = min(v, hi)
+            return v
+        if stype == "boolean" or isinstance(template, bool):
+            return self.rng.random() < 0.5
+        fmt = schema.get("format")
+        if fmt == "date":
+            return self.gen.date()
+        if fmt == "date-time":
+            return self.gen.date(with_time=True)
+        if fmt == "email":
+            return self.gen.value(coll, None, "email", None, person=person)
+        pat = schema.get("pattern") or ""
+        if pat in ("^\\d{5}$", "^[0-9]{5}$"):
+            return f"{self.rng.randint(10000, 99999)}"
+        return self.gen.value(coll, None, name, schema or None, person=person)
+
+
+def _field_schema(f: FieldSpec) -> dict:
+    out: dict[str, Any] = {"type": f.type}
+    if f.enum:
+        out["enum"] = f.enum
+    if f.type == "array" and getattr(f, "items", None):
+        out["items"] = f.items
+    for k in ("format", "pattern", "minimum"):
+        v = getattr(f, k, None)
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fanout: tuple[int, int] = (2, 3),
+               max_records: int = 12) -> dict[str, dict[str, dict]]:
+    """A fresh state for one task: every collection filled, references wired, distractors built in.
+
+    Pass 1 draws every record (cloned from a sample record, leaves redrawn; ids consecutive,
+    so a tool's ``next_id`` continues them). Pass 2 wires scalar references round-robin, so
+    each parent has two or more children. Pass 3 makes id lists (``order_ids``) the inverse
+    of the scalar references where one exists.
+    """
+    colls = env.state_schema.collections
+    names = {c.name for c in colls}
+    roots = [c for c in colls if not any(f.ref in names and f.ref != c.name and f.type != "array" for f in c.fields)]
+    sizes: dict[str, int] = {c.name: base + rng.randint(0, 2) for c in roots}
+    for _ in range(len(colls)):
+        for c in colls:
+            if c.name in sizes:
+                continue
+            parents = [sizes.get(f.ref) for f in c.fields if f.ref in names and f.type != "array" and f.ref != c.name]
+            if parents and all(p is not None for p in parents):
+                sizes[c.name] = min(max_records, max(parents) * rng.randint(*fanout))
+    state: dict[str, dict[str, dict]] = {}
+    filler = WorldFiller(env, rng, state)
+    order = sorted(colls, key=lambda c: list(sizes).index(c.name) if c.name in sizes else len(sizes))
+    for c in order:  # pass 1 (parents first, so nested ids can point at records that exist)
+        n = sizes.get(c.name, base)
+        width = getattr(c, "id_width", None) or _id_width(env, c)
+        templates = [r for r in (env.sample_state.get(c.name) or {}).values() if isinstance(r, dict)] \
+            if isinstance(env.sample_state.get(c.name), dict) else []
+        firsts = [rng.choice(FIRST) for _ in range((n + 1) // 2)]  # pairs share a first name: similar distractors
+        seen: dict[str, set] = {}
+        recs: dict[str, dict] = {}
+        for i in range(1, n + 1):
+            rid = make_id(c, i, width)
+            person = (firsts[(i - 1) // 2], rng.choice(LAST))
+            tmpl = templates[(i - 1) % len(templates)] if templates else {}
+            rec: dict[str, Any] = {}
+            for f in c.fields:
+                if f.name == c.primary_key:
+                    rec[f.name] = rid
+                    continue
+                if f.ref:
+                    rec[f.name] = [] if f.type == "array" else None
+                    continue
+                v = filler.fill(f.name, tmpl.get(f.name), _field_schema(f), c, person)
+                for _ in range(5):  # distinct numbers/dates: argmax/argmin have one answer
+                    if f.enum or f.type in ("boolean", "array", "object") or repr(v) not in seen.setdefault(f.name, set()):
+                        break
+                    v = filler.fill(f.name, tmpl.get(f.name), _field_schema(f), c, person)
+                seen.setdefault(f.name, set()).add(repr(v))
+                rec[f.name] = v
+            for k, v in tmpl.items():  # fields the sample has but the schema does not list
+                if k not in rec:
+                    rec[k] = filler.fill(k, v, None, c, person)
+            recs[rid] = rec
+        state[c.name] = recs
+    for c in colls:  # pass 2: scalar references
+        for f in c.fields:
+            if f.ref and f.type != "array" and f.ref in state and f.name != c.primary_key:
+                ids = _spread(list(state[f.ref]), len(state[c.name]), rng)
+                for rec, pid in zip(state[c.name].values(), ids):
+                    rec[f.name] = pid
+    for c in colls:  # pass 3: id lists as inverse references
+        for f in c.fields:
+            if f.ref and f.type == "array" and f.ref in state:
+                child = next((c2 for c2 in colls if c2.name == f.ref), None)
+                back = next((g.name for g in (child.fields if child else []) if g.ref == c.name and g.type != "array"), None)
+                for rid, rec in state[c.name].items():
+                    if back:
+                        rec[f.name] = sorted(k for k, r in state[f.ref].items() if r.get(back) == rid)
+                    else:
+                        pool = sorted(state[f.ref])
+                        rec[f.name] = sorted(rng.sample(pool, min(len(pool), rng.randint(1, 2)))) if pool else []
+    return state
+
+
+def _spread(parent_ids: list[str], n: int, rng: random.Random) -> list[str | None]:
+    """``n`` parent ids, round-robin over shuffled parents: each parent gets n // len(parents) or more."""
+    if not parent_ids:
+        return [None] * n
+    ids = sorted(parent_ids)
+    rng.shuffle(ids)
+    out = [ids[i % len(ids)] for i in range(n)]
+    rng.shuffle(out)
+    return out
+
+
+# --------------------------------------------------------------------------- choosing facts
+
+
+class FactChooser:
+    """Fills user facts during the gold run (a ``Chooser`` for :func:`run_dag`)."""
+
+    def __init__(self, env: EnvironmentRecord, tools: dict[str, ToolCode], rng: random.Random):
+        self.env, self.tools, self.rng = env, tools, rng
+        self.gen = ValueGen(env, rng)
+        self.keys = key_fields(env)
+        self.colls = {c.name: c for c in env.state_schema.collections}
+        self.by_pk = {c.primary_key: c for c in env.state_schema.collections}
+        self.targets: dict[str, dict] = {}  # node id -> record a lookup aims at
+        self.me: dict[str, dict] = {}  # person-like collection -> the record of the user themself
+
+    def __call__(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
+        if node.kind == "reasoning":
+            return self.reasoning_value(node, args)
+        tool = self.tools[node.tool or ""]
+        state = env.get_state()
+        coll = self.colls.get(tool.collection or "")
+        pschema = param_schemas(tool).get(arg) or {}
+        if pschema.get("type") in ("array", "object"):  # id lists, item lists, addresses: shaped by the schema
+            return WorldFiller(self.env, self.rng, state).fill(arg, None, pschema, coll)
+        if is_key_param(arg, self.keys):
+            owner = self.by_pk.get(arg) or coll
+            ids = sorted((state.get(owner.name) or {}) if owner else [])
+            if not ids:
+                raise DagExecutionError("no_candidate", f"no record to take {arg} from", node.node_id)
+            if owner is not None and owner.entity in PERSON:  # one "me" per task
+                me = self.me.get(owner.name)
+                if me is None or me.get(owner.primary_key) not in ids:
+                    me = state[owner.name][self.rng.choice(ids)]
+                    self.me[owner.name] = me
+                return me.get(owner.primary_key, ids[0])
+            mine = self.related_to_me(owner, state) if owner is not None else []
+            return self.rng.choice(mine or ids)
+
+        if tool.effect == "write":
+            return self.new_value(tool, coll, arg, args, state)
+        return self.lookup_value(node, tool, coll, arg, state)
+
+    def related_to_me(self, coll: CollectionSpec, state: dict) -> list[str]:
+        """Ids of ``coll`` records that point at the task's user (their payment method, their order)."""
+        out = []
+        for person_coll, me in self.me.items():
+            pk = next((c.primary_key for c in self.colls.values() if c.name == person_coll), None)
+            my_id = me.get(pk) if pk else None
+            for rid, rec in (state.get(coll.name) or {}).items():
+                if my_id is not None and my_id in [v for v in rec.values() if isinstance(v, str)]:
+                    out.append(rid)
+        return sorted(out)
+
+    def reasoning_value(self, node: DagNode, args: dict[str, Any]) -> Any:
+        field = node.params.get("field")
+        items = args.get("items") or []
+        counts = Counter(x.get(field) for x in items if isinstance(x, dict) and x.get(field) is not None)
+        want = (lambda k: k == 1) if node.op == "find" else (lambda k: k >= 2)
+        pool = sorted((v for v, k in counts.items() if want(k)), key=repr) or (
+            sorted(counts, key=repr) if node.op == "filter" else [])
+        if not pool:
+            raise DagExecutionError("ambiguous_reasoning", f"no value of {field} singles out an item", node.node_id)
+        return self.rng.choice(pool)
+
+    def lookup_value(self, node: DagNode, tool: ToolCode, coll: CollectionSpec | None, arg: str, state: dict) -> Any:
+        records = list((state.get(coll.name) or {}).values()) if coll else []
+        if not records or arg not in records[0]:
+            filler = WorldFiller(self.env, self.rng, state)
+            return filler.fill(arg, None, param_schemas(tool).get(arg), coll)
+        target = self.targets.get(node.node_id)
+        if target is None:
+            # the node's user-stated arguments together must single out one record
+            fields = [a for a, s in node.args.items() if s.kind == "user" and a in records[0]]
+            combo = lambda r: repr([r.get(a) for a in fields])  # noqa: E731
+            counts = Counter(combo(r) for r in records)
+            unique = [r for r in records if counts[combo(r)] == 1]
+            if not unique:
+                raise DagExecutionError("ambiguous_lookup", f"no {coll.entity} has a unique {fields}", node.node_id)
+            me = self.me.get(coll.name) if coll.entity in PERSON else None
+            if me is not None and any(r.get(coll.primary_key) == me.get(coll.primary_key) for r in unique):
+                self.targets[node.node_id] = me
+                return me[arg]
+            children = self._child_counts(coll, state)
+            best = max(children.get(r.get(coll.primary_key), 0) for r in unique)
+            rich = [r for r in unique if children.get(r.get(coll.primary_key), 0) >= min(best, 2)]
+            target = self.rng.choice(sorted(rich, key=lambda r: str(r.get(coll.primary_key))))
+            self.targets[node.node_id] = target
+            if coll.entity in PERSON:
+                self.me.setdefault(coll.name, target)
+        return target[arg]
+
+    def _child_counts(self, coll: CollectionSpec, state: dict) -> Counter:
+        out: Counter = Counter()
+        for c in self.colls.values():
+            for f in c.fields:
+                if f.ref == coll.name and f.type != "array":
+                    out.update(r.get(f.name) for r in (state.get(c.name) or {}).values() if isinstance(r.get(f.name), str))
+        return out
+
+    def new_value(self, tool: ToolCode, coll: CollectionSpec | None, arg: str, args: dict, state: dict) -> Any:
+        field = next((f for f in coll.fields if f.name == arg), None) if coll else None
+        schema = param_schemas(tool).get(arg) or (_field_schema(field) if field else None)
+        current = None
+        if coll is not None and coll.primary_key in args:
+            current = (state.get(coll.name) or {}).get(args[coll.primary_key], {}).get(arg)
+        template = current if current is not None else _sample_value(self.env, coll.name, arg) if coll else None
+        enum = (field.enum if field else None) or (schema or {}).get("enum")
+        if enum:
+            others = [v for v in enum if v != current]
+            return self.rng.choice(others or enum)
+        filler = WorldFiller(self.env, self.rng, state)
+        v = None
+        for _ in range(8):
+            v = filler.fill(arg, template, schema, coll)
+            if v != current:
+                return v
+        return v

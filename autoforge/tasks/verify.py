@@ -1,0 +1,161 @@
+"""Verification and curation: a task is kept only if every check passes.
+
+Paper (arXiv 2512.22857, Sec. 3.3) judges completion on the final state (R = 1 iff Ŝ == S*)
+and gets solvability by construction (the gold DAG was executed). It reports no further
+filter; DESIGN.md stage 5 adds ours, each stored as one VerificationResult with a reason:
+
+- ``replay_deterministic``: the gold DAG, replayed twice from S with the task's facts,
+  gives the stored S* hash both times and the same calls (STYLE.md #3, tau2-bench).
+- ``changes_state``: S* != S (a read-only task would be passed by doing nothing).
+- ``do_nothing_fails``: an agent that calls nothing ends in S, not S*.
+- ``read_only_fails``: an agent that makes only the gold *read* calls does not reach S*
+  (this also catches a tool tagged "read" that writes; STYLE.md #4).
+- ``traceable``: every argument of every gold call is a user fact, an earlier output or a
+  reasoning result, equal to what the replay computed; no identifier the agent must look
+  up appears in the request or the user's facts (it must not be guessable).
+- ``not_duplicate``: no other task has the same DAG shape and the same state change.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+from autoforge.dags.build import rejection, topo_order
+from autoforge.dags.graph import is_key_param, key_fields, required_params
+from autoforge.tasks.execute import DagExecutionError, DagRun, EnvFactory, run_calls, run_dag
+from autoforge.tasks.generate import duplicate_key, open_env
+from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
+                             state_hash)
+
+CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate")
+
+
+def _result(task: Task, check: str, reason: str | None, run_id: str | None) -> VerificationResult:
+    return VerificationResult(task_id=task.task_id, check=check, passed=reason is None, reason=reason, run_id=run_id)
+
+
+def check_replay(runtime: Any, task: Task, dag: TaskDag) -> tuple[str | None, DagRun | None]:
+    runs = []
+    for i in range(2):
+        try:
+            runs.append(run_dag(runtime, dag, task.initial_state, dict(task.user_facts)))
+        except DagExecutionError as exc:
+            return f"replay {i + 1} failed: {exc}", None
+    h = [state_hash(r.final_state) for r in runs]
+    if h[0] != h[1]:
+        return f"two replays disagree on S* ({h[0][:12]} vs {h[1][:12]}): a tool is not deterministic", None
+    if h[0] != task.gold_state_hash:
+        return f"replay gives S* {h[0][:12]}, the task stores {task.gold_state_hash[:12]}", None
+    replayed = [c.model_dump() for c in runs[0].calls]
+    if canonical_json(replayed) != canonical_json([c.model_dump() for c in task.gold_calls]):
+        return "replayed calls differ from the stored gold calls", None
+    if canonical_json(runs[0].calls) != canonical_json(runs[1].calls):
+        return "two replays made different calls", None
+    return None, runs[0]
+
+
+def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[str, ToolCode], keys: set[str]) -> str | None:
+    if run is None:
+        return "cannot trace arguments: the gold DAG does not replay"
+    nodes = {n.node_id: n for n in dag.nodes}
+    tool_nodes = [n for n in topo_order(dag) if n.kind == "tool"]
+    if len(tool_nodes) != len(task.gold_calls):
+        return f"{len(task.gold_calls)} gold calls but {len(tool_nodes)} tool nodes"
+    order = {n.node_id: i for i, n in enumerate(topo_order(dag))}
+    public = task.request + " " + canonical_json(task.user_facts)
+    # ids the DAG itself takes from the user (the user knows their own id): not a leak when re-read later
+    told = {canonical_json(task.user_facts.get(s.fact)) for n in dag.nodes for s in n.args.values() if s.kind == "user"}
+    for call in task.gold_calls:
+        node = nodes.get(call.id or "")
+        if node is None or node.tool != call.name:
+            return f"gold call {call.name} ({call.id}) matches no tool node of the DAG"
+        tool = tools.get(call.name)
+        if tool is None:
+            return f"gold call {call.name} is not a tool of the environment"
+        missing = [p for p in required_params(tool) if p not in call.arguments]
+        if missing:
+            return f"{call.name} misses required argument(s) {missing}"
+        for arg, value in call.arguments.items():
+            src = node.args.get(arg)
+            where = f"{call.name}.{arg}={value!r}"
+            if src is None:
+                return f"{where} has no source in the DAG"
+            if src.kind == "user":
+                if src.fact not in task.user_facts:
+                    return f"{where} reads user fact {src.fact!r}, which the user does not know"
+                if canonical_json(task.user_facts[src.fact]) != canonical_json(value):
+                    return f"{where} differs from user fact {src.fact}={task.user_facts[src.fact]!r}"
+            elif src.kind == "node":
+                if src.node not in nodes or order[src.node] >= order[node.node_id]:
+                    return f"{where} reads {src.node}, which does not run before it"
+                if canonical_json(run.args.get(node.node_id, {}).get(arg)) != canonical_json(value):
+                    return f"{where} is not what {src.node}.{src.path or ''} gives on replay"
+                if (is_key_param(arg, keys) and isinstance(value, str) and canonical_json(value) not in told
+                        and mentions(public, value)):
+                    return f"{where} must be looked up but appears in the request or the user's facts (guessable)"
+            else:
+                enum = ((tool.parameters.get("properties") or {}).get(arg) or {}).get("enum")
+                if not (enum and len(enum) == 1 and enum[0] == value):
+                    return f"{where} is a constant the agent cannot know"
+    return None
+
+
+def mentions(text: str, value: str) -> bool:
+    """``value`` appears in ``text`` as a whole token (``U0001`` is not found in ``U00012``)."""
+    return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
+
+
+def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
+                seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
+    """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them."""
+    out = []
+    reason, run = check_replay(runtime, task, dag)
+    out.append(_result(task, "replay_deterministic", reason, run_id))
+    initial_hash = state_hash(task.initial_state)
+    out.append(_result(task, "changes_state", "S* equals S: the task changes nothing"
+                       if initial_hash == task.gold_state_hash else None, run_id))
+    runtime.reset(task.initial_state)
+    idle = state_hash(runtime.get_state())
+    out.append(_result(task, "do_nothing_fails", "doing nothing already reaches S*" if idle == task.gold_state_hash else None, run_id))
+    reads = [c for c in task.gold_calls if tools.get(c.name) is not None and tools[c.name].effect == "read"]
+    ro = state_hash(run_calls(runtime, task.initial_state, reads))
+    out.append(_result(task, "read_only_fails", f"the {len(reads)} read calls alone reach S*" if ro == task.gold_state_hash else None, run_id))
+    out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
+    key = duplicate_key(task, dag)
+    holder = seen.get(key)
+    dup = None if holder in (None, task.task_id) else f"same DAG shape and state change as {holder}"
+    if holder is None:
+        seen[key] = task.task_id
+    out.append(_result(task, "not_duplicate", dup, run_id))
+    return out
+
+
+def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[Task], dags: Iterable[TaskDag], *,
+                 existing: dict[str, str] | None = None, env_factory: EnvFactory | None = None,
+                 run_id: str | None = None) -> tuple[list[Task], list[VerificationResult], list[Rejection]]:
+    """Check the tasks of one environment. ``existing``: duplicate keys of tasks already verified.
+
+    Returns the tasks with ``status`` set (verified / rejected), one result per check and task,
+    and one Rejection (stage ``verify``, reason = first failed check) per rejected task.
+    """
+    mine = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
+    by_name = {t.name: t for t in mine}
+    dag_by_id = {d.dag_id: d for d in dags}
+    keys = key_fields(env)
+    seen = dict(existing or {})
+    out_tasks, results, rejections = [], [], []
+    with open_env(mine, env_factory) as runtime:
+        for task in sorted(tasks, key=lambda t: t.task_id):
+            dag = dag_by_id.get(task.dag_id)
+            if dag is None:
+                rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
+            else:
+                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id)
+            results.extend(rs)
+            failed = [r for r in rs if not r.passed]
+            status = "rejected" if failed else "verified"
+            out_tasks.append(task.model_copy(update={"status": status, "run_id": run_id or task.run_id}))
+            if failed:
+                rejections.append(rejection("verify", task.task_id, failed[0].check, failed[0].reason, run_id))
+    return out_tasks, results, rejections

@@ -1,0 +1,79 @@
+"""Stage 3 flow: tool graphs -> random walks -> merged sequences -> task DAGs (DESIGN.md stage 3).
+
+A thin recipe over :mod:`autoforge.tasks.stages`: read the environments, fan out one Prefect
+task per environment (not per record: Prefect's per-task overhead stays a small share), persist
+everything in ONE transaction, and publish a table artifact with each environment's yield.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from autoforge.tasks.stages import (SampleResult, client_for, finish, load_inputs, persist, run_record, sample_counts,
+                                    sample_env)
+from autoforge.types import EnvironmentRecord, Run, ToolCode
+
+
+@task(name="sample-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
+      task_run_name="sample-{env.name}")
+def sample_task(env: EnvironmentRecord, tools: list[ToolCode], seed: int, walks: int, merges: int, min_len: int,
+                max_len: int, start: str, dag_variants: int, backend: str, run_id: str) -> SampleResult:
+    return sample_env(env, tools, seed, walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
+                      dag_variants=dag_variants, client=client_for(backend), run_id=run_id)
+
+
+@task(name="persist-sample", cache_policy=NO_CACHE)
+def persist_task(results: list[SampleResult], run: Run, warehouse: str | None) -> dict[str, int]:
+    return persist(warehouse, results, run)
+
+
+@flow(name="sample-tool-sequences", log_prints=True)
+def sample_tool_sequences(
+    env: str | None = None,
+    seed: int = 0,
+    warehouse: str | None = None,
+    batch_id: str | None = None,
+    tasks_per_env: int = 120,
+    backend: str = "offline",
+    max_envs: int | None = None,
+    walks: int | None = None,
+    merges: int | None = None,
+    min_len: int = 2,
+    max_len: int = 5,
+    start: str = "lookup",
+    dag_variants: int = 2,
+) -> dict:
+    """Build each environment's tool graph, sample walks, merge pairs and turn them into DAGs.
+
+    env: only this environment (by name); None = all usable ones.
+    seed: random seed of the walks, merges and reasoning choices (same seed -> same rows).
+    tasks_per_env: the task target downstream; walks and merges default to max(40, tasks_per_env // 3) each.
+    backend: "offline" (name/type binding) or "openai" (the LLM judges candidate edges).
+    min_len / max_len / start: walk lengths and start rule (lookup | read | any), paper Sec. 3.2.
+    dag_variants: DAGs per sequence (different reasoning choices).
+    """
+    logger = get_run_logger()
+    n_walks = walks if walks is not None else max(40, tasks_per_env // 3)
+    n_merges = merges if merges is not None else n_walks
+    params = {"seed": seed, "env": env, "env_ids": [], "max_envs": max_envs, "walks": n_walks, "merges": n_merges,
+              "min_len": min_len, "max_len": max_len, "start": start, "dag_variants": dag_variants, "method": backend}
+    run = run_record("sample", batch_id, params)
+    inp = load_inputs(warehouse, "sample", env=env, max_envs=max_envs)
+    futures = [sample_task.submit(e, inp.tools.get(e.env_id, []), seed, n_walks, n_merges, min_len, max_len, start,
+                                  dag_variants, backend, run.run_id) for e in inp.envs]
+    results: list[SampleResult] = []
+    for e, fut in zip(inp.envs, futures):
+        try:
+            results.append(fut.result())
+        except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
+            logger.error("sampling %s failed: %s", e.name, exc)
+    counts = sample_counts(results, 0.0)
+    persist_task(results, finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
+    names = {e.env_id: e.name for e in inp.envs}
+    table = [r.row(names.get(r.env_id, "")) for r in results]
+    create_table_artifact(key="sample-tool-sequences",
+                          table=table or [{"environment": "(none)", "edges": 0, "walks": 0, "merged": 0, "dags": 0, "rejected": 0}],
+                          description=f"Tool graphs, sequences and DAGs of run {run.run_id}")
+    return counts

@@ -1,0 +1,236 @@
+"""Tool graph, walks, merging, reasoning ops and DAG validation on the hand-written mock shop."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+import dags_mock as m
+from autoforge.dags.build import DagError, DagKnobs, build_dag, build_dags, dag_depth, topo_order, validate_dag
+from autoforge.dags.graph import EdgeJudgement, EdgeVerdict, build_graph, output_paths, to_networkx
+from autoforge.dags.reasoning import OPS, ReasoningError, UnknownOpError, apply_op, describe_op
+from autoforge.dags.sequences import merge_pair, merge_sequences, random_walks, sample_sequences
+from autoforge.errors import ConfigError
+from autoforge.types import ArgSource, Binding, DagNode, TaskDag, ToolSequence
+
+
+@pytest.fixture(scope="module")
+def env():
+    return m.make_env()
+
+
+@pytest.fixture(scope="module")
+def tools():
+    return m.make_tools()
+
+
+@pytest.fixture(scope="module")
+def graph(env, tools):
+    return build_graph(env, tools)
+
+
+def by_name(tools):
+    return {t.name: t for t in tools}
+
+
+# --------------------------------------------------------------------------- graph
+
+
+def test_output_paths_flatten_lists():
+    paths = output_paths(by_name(m.make_tools())["list_user_orders"].output_schema)
+    assert paths["orders.*.order_id"] == {"string"}
+    assert paths["orders.*.total"] == {"number"}
+    assert paths["orders"] == {"array"}
+
+
+def test_graph_edges_match_hand_known(graph):
+    assert {(e.src, e.dst) for e in graph.edges} == m.EXPECTED_EDGES
+    edges = {(e.src, e.dst): e.bindings for e in graph.edges}
+    assert edges[("find_user_id_by_email", "list_user_orders")] == [Binding(output_path="user_id", param="user_id")]
+    assert Binding(output_path="orders.*.order_id", param="order_id") in edges[("list_user_orders", "cancel_order")]
+    # a user's email is not an identifier: no edge into the email lookup, no name clash user -> product
+    assert ("get_user", "find_user_id_by_email") not in edges
+    assert ("get_user", "find_product_id_by_name") not in edges
+    g = to_networkx(graph)
+    assert isinstance(g, nx.DiGraph) and g.number_of_edges() == len(m.EXPECTED_EDGES)
+
+
+def test_graph_id_is_content_hash(env, tools):
+    assert build_graph(env, tools).graph_id == build_graph(env, list(reversed(tools))).graph_id
+
+
+class ScriptedClient:
+    """Stands in for the LLM: accepts only the edges it was scripted with."""
+
+    is_offline = False
+    name = "openai:scripted"
+
+    def __init__(self, accept):
+        self.accept = accept
+        self.calls = []
+
+    def structured(self, step, messages, response_model, **kw):
+        import json
+
+        self.calls.append(step)
+        payload = json.loads(messages[-1]["content"])
+        verdicts = [EdgeVerdict(src=c["src"], dst=c["dst"], valid=(c["src"], c["dst"]) in self.accept,
+                                bindings=[Binding(**b) for b in c["bindings"]])
+                    for c in payload["candidates"]]
+        verdicts.append(EdgeVerdict(src="nope", dst="nada", valid=True))  # not a candidate: ignored
+        return response_model.model_validate(EdgeJudgement(edges=verdicts).model_dump())
+
+
+def test_llm_judged_edges(env, tools):
+    accept = {("find_user_id_by_email", "list_user_orders"), ("list_user_orders", "cancel_order")}
+    client = ScriptedClient(accept)
+    g = build_graph(env, tools, client)
+    assert client.calls and set(client.calls) == {"tool_graph"}
+    assert {(e.src, e.dst) for e in g.edges} == accept
+    assert g.method == "openai:scripted"
+
+
+# --------------------------------------------------------------------------- walks and merges
+
+
+def test_walks_respect_length_seed_and_dedupe(env, tools, graph):
+    w1 = random_walks(graph, tools, 25, seed=3, min_len=2, max_len=4, env=env)
+    w2 = random_walks(graph, tools, 25, seed=3, min_len=2, max_len=4, env=env)
+    assert [s.tools for s in w1] == [s.tools for s in w2]
+    assert len({tuple(s.tools) for s in w1}) == len(w1)
+    bn = by_name(tools)
+    edges = {(e.src, e.dst) for e in graph.edges}
+    for s in w1:
+        assert 2 <= len(s.tools) <= 4
+        assert bn[s.tools[0]].kind == "lookup"  # start rule "lookup"
+        assert bn[s.tools[-1]].effect == "write"  # reads after the last write are cut
+        assert all((a, b) in edges for a, b in zip(s.tools, s.tools[1:]))
+    w3 = random_walks(graph, tools, 25, seed=4, min_len=2, max_len=4, env=env)
+    assert [s.tools for s in w3] != [s.tools for s in w1]
+    with pytest.raises(ConfigError):
+        random_walks(graph, tools, 5, seed=0, min_len=3, max_len=2)
+    with pytest.raises(ConfigError, match="start rule"):
+        random_walks(graph, tools, 5, seed=0, start="middle")
+
+
+def test_merge_removes_redundant_lookup(env, tools):
+    a = ToolSequence(seq_id="a", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "cancel_order"])
+    b = ToolSequence(seq_id="b", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "update_delivery_date"])
+    merged, removed = merge_pair(a, b, tools, env=env)
+    # the user lookup is shared; the orders list is read again because cancel_order wrote orders in between
+    assert merged.tools == ["find_user_id_by_email", "list_user_orders", "cancel_order", "list_user_orders", "update_delivery_date"]
+    assert merged.requirements == [0, 0, 0, 1, 1]
+    assert removed == 1 and merged.source == "merge" and merged.parents == ["a", "b"]
+    c = ToolSequence(seq_id="c", env_id=m.ENV_ID, tools=["find_user_id_by_email", "get_user", "create_order"])
+    merged2, removed2 = merge_pair(b, c, tools, env=env)
+    assert merged2.tools.count("find_user_id_by_email") == 1 and removed2 == 1
+
+
+def test_merge_sequences_distinct(env, tools, graph):
+    walks = random_walks(graph, tools, 20, seed=1, env=env)
+    merged = merge_sequences(walks, tools, 10, seed=2, env=env)
+    assert merged and len({s.seq_id for s in merged}) == len(merged)
+    assert all(s.source == "merge" and len(s.parents) == 2 and 1 in s.requirements for s in merged)
+
+
+# --------------------------------------------------------------------------- reasoning ops
+
+
+ITEMS = [{"id": "A", "total": 5.0, "status": "open", "due": "2025-01-30"},
+         {"id": "B", "total": 9.5, "status": "closed", "due": "2025-01-02"},
+         {"id": "C", "total": 7.0, "status": "open", "due": "2025-02-11"}]
+
+
+def test_reasoning_ops_semantics():
+    assert apply_op("argmax", {"items": ITEMS}, {"field": "total"})["id"] == "B"
+    assert apply_op("argmin", {"items": ITEMS}, {"field": "total"})["id"] == "A"
+    assert apply_op("argmax", {"items": ITEMS}, {"field": "due"})["id"] == "C"  # ISO dates order as strings
+    assert [x["id"] for x in apply_op("filter", {"items": ITEMS, "value": "open"}, {"field": "status"})] == ["A", "C"]
+    assert apply_op("find", {"items": ITEMS, "value": "closed"}, {"field": "status"})["id"] == "B"
+    assert apply_op("count", {"items": ITEMS}, {}) == 3
+    assert apply_op("count", {"items": ITEMS}, {"field": "status", "equals": "open"}) == 2
+    assert apply_op("sum", {"items": ITEMS}, {"field": "total"}) == 21.5
+    assert apply_op("compare", {"left": ITEMS[0], "right": ITEMS[2]}, {"field": "total", "pick": "max"})["id"] == "C"
+    assert apply_op("compare", {"left": ITEMS[0], "right": ITEMS[2]}, {"field": "total", "pick": "min"})["id"] == "A"
+    assert apply_op("add_days", {"date": "2025-01-30"}, {"days": 3}) == "2025-02-02"
+    assert apply_op("add_days", {"date": "2025-03-01T10:00:00"}, {"days": -1}) == "2025-02-28T10:00:00"
+    assert apply_op("add", {"value": 4}, {"delta": 3}) == 7
+
+
+def test_reasoning_ops_fail_loudly():
+    tie = ITEMS + [{"id": "D", "total": 9.5}]
+    with pytest.raises(ReasoningError, match="tie"):
+        apply_op("argmax", {"items": tie}, {"field": "total"})
+    with pytest.raises(ReasoningError, match="exactly one"):
+        apply_op("find", {"items": ITEMS, "value": "open"}, {"field": "status"})
+    with pytest.raises(ReasoningError):
+        apply_op("argmin", {"items": []}, {"field": "total"})
+    with pytest.raises(ReasoningError):
+        apply_op("add_days", {"date": "next tuesday"}, {"days": 1})
+    with pytest.raises(UnknownOpError, match="valid ops"):
+        apply_op("median", {"items": ITEMS}, {})
+    assert describe_op("argmax", {"field": "total"}, "order") == "the order with the highest total"
+    assert describe_op("argmin", {"field": "delivery_date"}, "order") == "the order with the earliest delivery date"
+    assert set(OPS) >= {"argmax", "argmin", "filter", "find", "count", "sum", "compare", "add_days", "add"}
+
+
+# --------------------------------------------------------------------------- DAGs
+
+
+def test_build_dag_inserts_select_for_lists(env, tools, graph):
+    seq = ToolSequence(seq_id="s1", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "cancel_order"])
+    dag = build_dag(seq, graph, tools, env, seed=0, knobs=DagKnobs(p_chain=0, p_find=0))
+    kinds = [(n.kind, n.tool or n.op) for n in dag.nodes]
+    assert kinds[:2] == [("tool", "find_user_id_by_email"), ("tool", "list_user_orders")]
+    r = next(n for n in dag.nodes if n.kind == "reasoning")
+    assert r.op in ("argmax", "argmin") and r.params["field"] in ("total", "quantity", "delivery_date")
+    cancel = next(n for n in dag.nodes if n.tool == "cancel_order")
+    assert cancel.args["order_id"] == ArgSource(kind="node", node=r.node_id, path="order_id")
+    assert dag.nodes[0].args["email"].kind == "user"
+    assert nx.is_directed_acyclic_graph(nx.DiGraph(dag.edges)) and dag_depth(dag) == 4
+    assert [n.node_id for n in topo_order(dag)] == ["n0", "n1", r.node_id, "n2"]
+
+
+def test_build_dag_add_days_and_hoisted_lookup(env, tools, graph):
+    seq = ToolSequence(seq_id="s2", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "update_delivery_date"])
+    dag = build_dag(seq, graph, tools, env, seed=0, knobs=DagKnobs(p_add_days=1.0))
+    upd = next(n for n in dag.nodes if n.tool == "update_delivery_date")
+    src = dag.nodes[[n.node_id for n in dag.nodes].index(upd.args["delivery_date"].node)]
+    assert src.op == "add_days" and src.args["date"].path == "delivery_date"
+    # the user's id is looked up (find_user is moved before create_order), not asked for
+    seq2 = ToolSequence(seq_id="s3", env_id=m.ENV_ID, tools=["find_product_id_by_name", "create_order", "find_user_id_by_email"])
+    dag2 = build_dag(seq2, graph, tools, env, seed=0)
+    create = next(n for n in dag2.nodes if n.tool == "create_order")
+    assert create.args["user_id"].kind == "node" and create.args["product_id"].kind == "node"
+
+
+def test_validate_dag_rejects_bad_dags(tools):
+    bn = by_name(tools)
+    gold = m.gold_dag()
+    validate_dag(gold, bn)
+    cyclic = gold.model_copy(update={"edges": gold.edges + [("n2", "n0")]})
+    with pytest.raises(DagError) as e:
+        validate_dag(cyclic, bn)
+    assert e.value.reason == "cyclic_dag"
+    unsourced = gold.model_copy(update={"nodes": gold.nodes[:3] + [DagNode(node_id="n2", kind="tool", tool="cancel_order")]})
+    with pytest.raises(DagError) as e:
+        validate_dag(unsourced, bn)
+    assert e.value.reason == "unsourced_argument"
+    reads = TaskDag(dag_id="d", env_id=m.ENV_ID, nodes=gold.nodes[:2], edges=[("n0", "n1")])
+    with pytest.raises(DagError) as e:
+        validate_dag(reads, bn)
+    assert e.value.reason == "no_write_tool"
+    bad_op = gold.model_copy(update={"nodes": [n if n.kind == "tool" else n.model_copy(update={"op": "vibes"}) for n in gold.nodes]})
+    with pytest.raises(DagError) as e:
+        validate_dag(bad_op, bn)
+    assert e.value.reason == "unknown_op"
+
+
+def test_build_dags_over_sampled_sequences(env, tools, graph):
+    seqs = sample_sequences(graph, tools, 20, seed=5, env=env)
+    dags, rejections = build_dags(graph, seqs, tools, env, seed=5, variants=2)
+    assert len(dags) >= len(seqs) and not rejections
+    assert any(d.n_requirements == 2 for d in dags)
+    assert any(n.kind == "reasoning" for d in dags for n in d.nodes)
+    again, _ = build_dags(graph, seqs, tools, env, seed=5, variants=2)
+    assert [d.dag_id for d in again] == [d.dag_id for d in dags]

@@ -1,0 +1,259 @@
+"""Task generation and verification on the mock shop: the gold task by hand, and one bad task per check."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+import pytest
+
+import dags_mock as m
+from autoforge.dags.build import build_dags
+from autoforge.dags.graph import build_graph
+from autoforge.dags.sequences import sample_sequences
+from autoforge.tasks.execute import DagExecutionError, run_dag
+from autoforge.tasks.generate import generate_task, generate_tasks, split_of, state_change
+from autoforge.tasks.instantiate import make_world
+from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
+from autoforge.tasks.verify import CHECKS, verify_tasks
+from autoforge.types import ArgSource, Task, ToolCall, content_id, state_hash
+
+
+@pytest.fixture(scope="module")
+def env():
+    return m.make_env()
+
+
+@pytest.fixture(scope="module")
+def tools():
+    return m.make_tools()
+
+
+@pytest.fixture(scope="module")
+def dags(env, tools):
+    g = build_graph(env, tools)
+    seqs = sample_sequences(g, tools, 30, seed=1, env=env)
+    return build_dags(g, seqs, tools, env, seed=1, variants=2)[0]
+
+
+def gold_task(tools) -> Task:
+    """The hand-checked task: run the gold DAG on the hand-written state."""
+    dag = m.gold_dag()
+    run = run_dag(m.LocalEnvironment(tools), dag, m.STATE, dict(m.GOLD_FACTS))
+    return Task(task_id=content_id("task", "gold"), env_id=m.ENV_ID, dag_id=dag.dag_id,
+                request="Please cancel my most expensive order.", user_facts=dict(m.GOLD_FACTS),
+                initial_state=copy.deepcopy(m.STATE), gold_state=run.final_state, gold_state_hash=state_hash(run.final_state),
+                gold_calls=run.calls, n_tool_calls=3, dag_depth=4, n_reasoning_nodes=1, n_requirements=1)
+
+
+def verify(env, tools, tasks, dags, factory=m.LocalEnvironment, existing=None):
+    return verify_tasks(env, tools, tasks, dags, env_factory=factory, existing=existing)
+
+
+def failed(results, task_id):
+    return {r.check: r.reason for r in results if r.task_id == task_id and not r.passed}
+
+
+# --------------------------------------------------------------------------- gold run
+
+
+def test_gold_dag_final_state_is_hand_computed(tools):
+    run = run_dag(m.LocalEnvironment(tools), m.gold_dag(), m.STATE, dict(m.GOLD_FACTS))
+    assert run.final_state == m.gold_final_state()
+    assert [(c.name, c.arguments) for c in run.calls] == [
+        ("find_user_id_by_email", {"email": "ava.chen@example.com"}),
+        ("list_user_orders", {"user_id": "U0001"}),
+        ("cancel_order", {"order_id": "O0002"}),
+    ]
+    assert run.outputs["r0"]["order_id"] == "O0002"
+    assert state_change(m.STATE, run.final_state) == {
+        "orders": {"O0002": [m.STATE["orders"]["O0002"], m.gold_final_state()["orders"]["O0002"]]}}
+
+
+def test_missing_fact_and_failing_call_raise(tools):
+    with pytest.raises(DagExecutionError) as e:
+        run_dag(m.LocalEnvironment(tools), m.gold_dag(), m.STATE, {})
+    assert e.value.reason == "missing_fact"
+    state = copy.deepcopy(m.STATE)
+    state["orders"]["O0002"]["status"] = "shipped"  # the most expensive order can no longer be cancelled
+    with pytest.raises(DagExecutionError) as e:
+        run_dag(m.LocalEnvironment(tools), m.gold_dag(), state, dict(m.GOLD_FACTS))
+    assert e.value.reason == "gold_call_error"
+
+
+def test_gold_task_passes_every_check(env, tools):
+    task = gold_task(tools)
+    out, results, rejections = verify(env, tools, [task], [m.gold_dag()])
+    assert [t.status for t in out] == ["verified"] and not rejections
+    assert {r.check for r in results} == set(CHECKS) and all(r.passed for r in results)
+
+
+# --------------------------------------------------------------------------- instantiation and generation
+
+
+def test_world_has_distractors(env):
+    world = make_world(env, random.Random(0))
+    users, orders = world["users"], world["orders"]
+    assert len(users) >= 4 and set(world) == {"users", "products", "orders"}
+    per_user = {u: sum(o["user_id"] == u for o in orders.values()) for u in users}
+    assert min(per_user.values()) >= 2  # every user has other orders: a choice is needed
+    firsts = [u["name"].split()[0] for u in users.values()]
+    assert len(set(firsts)) < len(firsts)  # similar names
+    assert all(o["product_id"] in world["products"] for o in orders.values())
+    assert make_world(env, random.Random(0)) == world
+
+
+def test_generate_same_seed_same_ids(env, tools, dags):
+    t1, r1 = generate_tasks(env, tools, dags, seed=4, n_tasks=25, env_factory=m.LocalEnvironment)
+    t2, r2 = generate_tasks(env, tools, dags, seed=4, n_tasks=25, env_factory=m.LocalEnvironment)
+    assert t1 and [t.task_id for t in t1] == [t.task_id for t in t2]
+    assert [r.rejection_id for r in r1] == [r.rejection_id for r in r2]
+    t3, _ = generate_tasks(env, tools, dags, seed=5, n_tasks=25, env_factory=m.LocalEnvironment)
+    assert {t.task_id for t in t3} != {t.task_id for t in t1}
+    skipped, _ = generate_tasks(env, tools, dags, seed=4, n_tasks=25, env_factory=m.LocalEnvironment,
+                                skip_ids={t.task_id for t in t1})
+    assert skipped == []
+    for t in t1:
+        assert t.gold_state_hash == state_hash(t.gold_state) != state_hash(t.initial_state)
+        assert t.n_tool_calls == len(t.gold_calls) >= 2 and t.split == split_of(t.task_id)
+        assert t.request and t.user_facts
+    assert any(t.n_reasoning_nodes for t in t1) and any(t.n_requirements == 2 for t in t1)
+
+
+def test_requests_do_not_leak_looked_up_ids(env, tools, dags):
+    tasks, _ = generate_tasks(env, tools, dags, seed=2, n_tasks=25, env_factory=m.LocalEnvironment)
+    for t in tasks:
+        dag = next(d for d in dags if d.dag_id == t.dag_id)
+        node_args = {(n.node_id, a) for n in dag.nodes if n.kind == "tool" for a, s in n.args.items() if s.kind == "node"}
+        for c in t.gold_calls:
+            for a, v in c.arguments.items():
+                if (c.id, a) in node_args and a.endswith("_id") and v not in t.user_facts.values():
+                    assert v not in t.request
+
+
+def test_split_is_deterministic_and_about_ten_percent():
+    ids = [content_id("task", i) for i in range(2000)]
+    share = sum(split_of(i) == "test" for i in ids) / len(ids)
+    assert 0.07 < share < 0.13 and [split_of(i) for i in ids] == [split_of(i) for i in ids]
+
+
+def test_online_request_refinement_is_checked(env, tools):
+    dag = m.gold_dag()
+    run = run_dag(m.LocalEnvironment(tools), dag, m.STATE, dict(m.GOLD_FACTS))
+    draft = write_request(dag, run, {t.name: t for t in tools}, env, random.Random(0))
+    assert "O0002" not in draft.request and "email" in draft.hidden and "highest total" in draft.request
+
+    class Fake:
+        is_offline = False
+
+        def __init__(self, text):
+            self.text = text
+
+        def structured(self, step, messages, response_model, **kw):
+            assert step == "task_request"
+            return response_model(request=self.text)
+
+    good = refine_request(Fake("Hey, please cancel my priciest order (highest total)."), draft, run.facts, ["O0002"])
+    assert good.request.startswith("Hey")
+    with pytest.raises(PhrasingError):
+        refine_request(Fake("Cancel order O0002 please."), draft, run.facts, ["O0002"])
+
+
+# --------------------------------------------------------------------------- verification: each check can fail
+
+
+def test_noop_task_fails_changes_state_and_do_nothing(env, tools):
+    task = gold_task(tools)
+    noop = task.model_copy(update={"task_id": "noop", "gold_state": task.initial_state,
+                                   "gold_state_hash": state_hash(task.initial_state)})
+    out, results, rejections = verify(env, tools, [noop], [m.gold_dag()])
+    bad = failed(results, "noop")
+    assert {"changes_state", "do_nothing_fails", "replay_deterministic"} <= set(bad)
+    assert out[0].status == "rejected" and rejections[0].stage == "verify"
+
+
+def test_read_only_solvable_task_fails(env, tools):
+    # a tool tagged "read" that in fact cancels: the read calls alone reach S*
+    sneaky = [t if t.name != "list_user_orders" else t.model_copy(update={"source": t.source.replace(
+        '    return {"orders"', '    for o in state["orders"].values():\n        if o["order_id"] == "O0002":\n'
+        '            o["status"] = "cancelled"\n    return {"orders"')}) for t in tools]
+    task = gold_task(tools)
+    _, results, _ = verify(env, sneaky, [task], [m.gold_dag()])
+    assert "read_only_fails" in failed(results, task.task_id)
+
+
+def test_untraceable_argument_fails(env, tools):
+    task = gold_task(tools)
+    calls = [c if c.name != "cancel_order" else ToolCall(name=c.name, arguments={"order_id": "O0004"}, id=c.id)
+             for c in task.gold_calls]
+    bad = task.model_copy(update={"task_id": "untraceable", "gold_calls": calls})
+    _, results, _ = verify(env, tools, [bad], [m.gold_dag()])
+    assert "traceable" in failed(results, "untraceable")
+    # a user fact that the user does not know
+    dag = m.gold_dag()
+    dag2 = dag.model_copy(update={"nodes": [n if n.node_id != "n0" else n.model_copy(update={
+        "args": {"email": ArgSource(kind="user", fact="secret")}}) for n in dag.nodes]})
+    bad2 = task.model_copy(update={"task_id": "unknown_fact", "dag_id": "dag2"})
+    _, results, _ = verify(env, tools, [bad2], [dag2.model_copy(update={"dag_id": "dag2"})])
+    assert "traceable" in failed(results, "unknown_fact")
+
+
+def test_guessable_id_fails(env, tools):
+    task = gold_task(tools)
+    leaky = task.model_copy(update={"task_id": "leaky", "request": "Please cancel order O0002."})
+    _, results, _ = verify(env, tools, [leaky], [m.gold_dag()])
+    assert "guessable" in failed(results, "leaky")["traceable"]
+
+
+def test_duplicate_fails(env, tools):
+    task = gold_task(tools)
+    twin = task.model_copy(update={"task_id": content_id("task", "twin"), "request": "Cancel my biggest order."})
+    out, results, _ = verify(env, tools, [task, twin], [m.gold_dag()])
+    later = max(task.task_id, twin.task_id)
+    assert failed(results, later) == {"not_duplicate": failed(results, later)["not_duplicate"]}
+    assert not failed(results, min(task.task_id, twin.task_id))
+    # against tasks verified earlier (the warehouse's keys)
+    from autoforge.tasks.generate import duplicate_key
+
+    _, results, _ = verify(env, tools, [twin], [m.gold_dag()], existing={duplicate_key(task, m.gold_dag()): task.task_id})
+    assert "not_duplicate" in failed(results, twin.task_id)
+
+
+class FlakyEnvironment(m.LocalEnvironment):
+    """cancel_order stamps a counter that survives resets: a nondeterministic tool."""
+
+    counter = 0
+
+    def call(self, name, arguments):
+        obs = super().call(name, arguments)
+        if name == "cancel_order" and obs.ok:
+            FlakyEnvironment.counter += 1
+            self.state["orders"][arguments["order_id"]]["stamp"] = FlakyEnvironment.counter
+        return obs
+
+
+def test_nondeterministic_tool_fails_replay(env, tools):
+    task = gold_task(tools)
+    _, results, _ = verify(env, tools, [task], [m.gold_dag()], factory=FlakyEnvironment)
+    assert "replay_deterministic" in failed(results, task.task_id)
+
+
+def test_generated_tasks_verify(env, tools, dags):
+    tasks, _ = generate_tasks(env, tools, dags, seed=3, n_tasks=30, env_factory=m.LocalEnvironment)
+    out, results, rejections = verify(env, tools, tasks, dags)
+    assert len(results) == len(CHECKS) * len(tasks)
+    assert sum(t.status == "verified" for t in out) >= 0.9 * len(tasks)
+    for r in rejections:
+        assert r.reason in CHECKS
+
+
+def test_generate_one_task_with_runtime_interface(env, tools, dags):
+    by_name = {t.name: t for t in tools}
+    task = None
+    for i, dag in enumerate(dags):
+        try:
+            task = generate_task(env, by_name, dag, m.LocalEnvironment(tools), random.Random(i))
+            break
+        except (DagExecutionError, PhrasingError):
+            continue
+    assert task is not None and task.status == "generated"
