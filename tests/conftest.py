@@ -23,3 +23,12 @@ def warehouse(tmp_path) -> str:
     path = str(tmp_path / "test.duckdb")
     apply_migrations(path)
     return path
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """ONE Prefect test server for the whole session (it takes 13-25 s to start on this machine)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

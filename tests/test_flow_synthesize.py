@@ -13,14 +13,6 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 pytestmark = pytest.mark.prefect
 
 
-@pytest.fixture(scope="session")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def test_synthesize_flow_fans_out_and_persists_once(prefect_harness, warehouse):
     import anyio
     from prefect.client.orchestration import get_client

@@ -90,14 +90,6 @@ def test_library_never_imports_prefect():
             assert not any(x.split(".")[0] == "prefect" for x in names), path
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def test_prefect_flows_chain(prefect_harness, shop):
     from flows.generate import generate_tasks
     from flows.sample import sample_tool_sequences
