@@ -19,7 +19,7 @@ from autoforge.dags.sequences import StartRule, sample_sequences
 from autoforge.tasks.execute import EnvFactory
 from autoforge.tasks.generate import TEST_FRACTION, duplicate_key, generate_tasks
 from autoforge.tasks.verify import verify_tasks
-from autoforge.types import (EnvironmentRecord, Rejection, Run, Task, TaskDag, ToolCode, ToolGraph, ToolSequence,
+from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Run, Task, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              VerificationResult, content_id, utcnow)
 
 
@@ -30,9 +30,10 @@ class SampleResult:
     sequences: list[ToolSequence]
     dags: list[TaskDag]
     rejections: list[Rejection]
+    llm_calls: list[LLMCall] = field(default_factory=list)  # online backend: every call, for the warehouse
 
     def records(self) -> list[Any]:
-        return [self.graph, *self.sequences, *self.dags, *self.rejections]
+        return [self.graph, *self.sequences, *self.dags, *self.rejections, *self.llm_calls]
 
     def row(self, name: str = "") -> dict[str, Any]:
         return {"environment": name or self.env_id, "edges": len(self.graph.edges),
@@ -50,9 +51,10 @@ class StageResult:
     results: list[VerificationResult] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     attempts: int = 0
+    llm_calls: list[LLMCall] = field(default_factory=list)  # online backend: every call, for the warehouse
 
     def records(self) -> list[Any]:
-        return [*self.tasks, *self.results, *self.rejections]
+        return [*self.tasks, *self.results, *self.rejections, *self.llm_calls]
 
 
 def run_record(stage: str, batch_id: str | None, params: dict[str, Any]) -> Run:
@@ -80,7 +82,7 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
                                     item_id=env.env_id, reason="no_sequence",
                                     detail=f"no walk of {min_len}..{max_len} tools ending in a write (start={start})",
                                     run_id=run_id))
-    return SampleResult(env.env_id, graph, seqs, dags, rejections)
+    return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id))
 
 
 def generate_env(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskDag], seed: int, *, tasks_per_env: int = 120,
@@ -90,7 +92,8 @@ def generate_env(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskD
     tasks, rejections = generate_tasks(env, tools, dags, seed, n_tasks=tasks_per_env,
                                        max_attempts=tasks_per_env * attempts_per_task, env_factory=env_factory, client=client,
                                        test_fraction=test_fraction, skip_ids=skip_ids, batch_id=batch_id, run_id=run_id)
-    return StageResult(env.env_id, tasks=tasks, rejections=rejections, attempts=len(tasks) + len(rejections))
+    return StageResult(env.env_id, tasks=tasks, rejections=rejections, attempts=len(tasks) + len(rejections),
+                       llm_calls=drain_calls(client, run_id))
 
 
 def verify_env(env: EnvironmentRecord, tools: list[ToolCode], tasks: list[Task], dags: list[TaskDag], *,
@@ -204,9 +207,17 @@ def client_for(backend: str | None) -> Any:
     """None for the offline backend, else the configured LLM client (AUTOFORGE_OPENAI_*)."""
     if backend in (None, "", "offline"):
         return None
-    from autoforge.llm import get_client
+    from autoforge.llm import MemoryRecorder, get_client
 
-    return get_client(backend=backend)
+    return get_client(backend=backend, recorder=MemoryRecorder())
+
+
+def drain_calls(client: Any, run_id: str | None) -> list[LLMCall]:
+    """The LLM calls ``client`` recorded since the last drain, stamped with the run (persisted with the stage)."""
+    drain = getattr(getattr(client, "recorder", None), "drain", None)
+    if drain is None:
+        return []
+    return [c.model_copy(update={"run_id": c.run_id or run_id}) for c in drain()]
 
 
 # --------------------------------------------------------------------------- stage runners (no Prefect)
