@@ -224,6 +224,22 @@ def cmd_factory(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("eval")
+def cmd_eval(args: argparse.Namespace) -> int:
+    from autoforge.rollout.evaluate import format_report, run_eval
+
+    summary = run_eval(
+        _wh(args), agent=args.agent, user=args.user, trials=args.trials, split=args.split, env=args.env,
+        limit=args.limit, concurrency=args.concurrency, user_error_rate=args.user_error_rate, seed=args.seed,
+        judge=args.judge, max_turns=args.max_turns,
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
+    else:
+        print(format_report(summary))
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -277,6 +293,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", metavar="PATH", help="tool docs to ingest (default: the bundled corpus)")
     s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
     factory_args(s, 110)
+
+    s = sub.add_parser("eval", parents=[common], help="roll out an agent with a simulated user on curated tasks: pass^k",
+                       description="Evaluate an agent on curated tasks (v_curated_tasks) with a simulated user; prints "
+                                   "pass^k for k = 1..trials with 95%% confidence intervals, per environment and overall, "
+                                   "and stores episodes and results (view v_eval_results).")
+    s.add_argument("--agent", default="oracle",
+                   help="oracle | random | openai[:MODEL] | hf:MODEL_DIR (a local transformers model directory)")
+    s.add_argument("--user", default="offline", help="offline (scripted) | llm[:MODEL] (OpenAI-compatible)")
+    s.add_argument("--trials", type=int, default=1, help="trials per task (K of pass^k)")
+    s.add_argument("--split", choices=["train", "test"], default=None, help="only this split (test = held-out)")
+    s.add_argument("--env", metavar="NAME", help="only this environment")
+    s.add_argument("--limit", type=int, default=None, help="at most this many tasks")
+    s.add_argument("--concurrency", type=int, default=4, help="episodes run at once (threads)")
+    s.add_argument("--user-error-rate", type=float, default=0.0,
+                   help="rate of injected user errors (wrong fact, withheld fact, premature stop; split evenly)")
+    s.add_argument("--judge", choices=["rule", "llm", "none"], default="rule", help="user-error judge")
+    s.add_argument("--max-turns", type=int, default=40, help="turn limit per episode")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     for extra in EXTRA_PARSERS:
         extra(sub, common)
