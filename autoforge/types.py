@@ -189,6 +189,8 @@ class ToolCode(Record):
     parameters: dict[str, Any] = Field(default_factory=dict)  # JSON Schema validated before each call
     output_schema: dict[str, Any] | None = None  # what the code returns on success (for DAG binding)
     run_id: str | None = None
+    function_name: str | None = None  # the Python function implementing it (``orders.get`` -> orders_get); None: = name
+    arg_map: dict[str, str] = Field(default_factory=dict)  # public argument name -> Python parameter, where they differ
 
 
 # --------------------------------------------------------------------------- stage 3: graphs and DAGs

@@ -1,0 +1,246 @@
+"""Agents: the scripted oracle, a random floor, and an OpenAI-compatible chat model.
+
+(The local transformers agent, which records token ids and log-probs, is in
+:mod:`autoforge.rollout.hf_agent` so that this module does not import torch.)
+
+- :class:`OracleAgent` proves a task solvable *as posed*: it knows the gold DAG (which tools,
+  which reasoning) but not the user's hidden facts — it asks the user for every fact the DAG
+  needs, parses the reply, then executes the DAG node by node in topological order, reading
+  each tool's real observation and applying reasoning ops with the same implementation the
+  task generator used (:func:`autoforge.dags.reasoning.apply_op`). Any failure is a bug in
+  task generation or the engine; it gives up with the precise reason.
+- :class:`RandomAgent` calls random tools with random (or recently seen) arguments: a floor.
+- :class:`OpenAIAgent` sends the transcript and tool schemas to any chat-completions server;
+  native tool calls are used, with Hermes ``<tool_call>`` text as a fallback for servers
+  that do not parse calls.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any
+
+from autoforge.errors import AutoforgeError, ConfigError
+from autoforge.rollout import dialogue as D
+from autoforge.rollout.engine import AgentContext, AgentTurn
+from autoforge.rollout.toolcalls import MalformedCall, parse_hermes
+from autoforge.types import DagNode, Message, ToolCall
+
+
+def parse_observation(text: str) -> tuple[Any, str | None]:
+    """(output, error) from an observation's text (``Observation.to_text``): JSON output, or ``{"error": ...}``."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        low = text.strip().lower()
+        if low.startswith("error"):
+            return None, text.strip()
+        return text, None
+    if isinstance(obj, dict) and "error" in obj and len(obj) <= 2 and set(obj) <= {"error", "kind", "ok"}:
+        return obj, str(obj["error"])
+    if isinstance(obj, dict) and obj.get("ok") is False:
+        return obj, str(obj.get("error") or "tool call failed")
+    if isinstance(obj, dict) and set(obj) >= {"ok", "output"} and obj.get("ok") is True:
+        return obj["output"], None
+    return obj, None
+
+
+# --------------------------------------------------------------------------- oracle
+
+
+class OracleAgent:
+    """Solves a task through the dialogue alone, following its gold DAG (see module docstring)."""
+
+    name = "oracle"
+
+    def __init__(self, max_asks: int = 2):
+        self.max_asks = max_asks
+
+    def reset(self, ctx: AgentContext) -> None:
+        if ctx.dag is None:
+            raise ConfigError(f"the oracle agent needs task {ctx.task_id}'s DAG (TaskDag); none was given")
+        from autoforge.dags.build import topo_order
+
+        self.order: list[DagNode] = topo_order(ctx.dag)
+        self.needed: list[str] = []
+        for node in self.order:
+            for src in node.args.values():
+                if src.kind == "user" and src.fact not in self.needed:
+                    self.needed.append(src.fact)
+        self.facts: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+        self.pending: DagNode | None = None
+        self.asks = 0
+        self.calls: list[ToolCall] = []  # what it executed (diagnosis against the gold calls)
+
+    def _resolve(self, node: DagNode) -> dict[str, Any]:
+        """Concrete arguments of ``node``: the same path rules as the gold executor (tasks.execute)."""
+        from autoforge.tasks.execute import resolve_path
+
+        args = {}
+        for name, src in node.args.items():
+            if src.kind == "user":
+                args[name] = self.facts[src.fact]
+            elif src.kind == "const":
+                args[name] = src.value
+            else:
+                if src.node not in self.outputs:
+                    raise AutoforgeError(f"node {node.node_id} needs {src.node}, which has no output yet")
+                args[name] = resolve_path(self.outputs[src.node], src.path, node=node.node_id)
+        return args
+
+    def act(self, messages: list[Message]) -> AgentTurn:
+        from autoforge.dags.reasoning import apply_op
+
+        last = messages[-1]
+        if last.role == "tool" and self.pending is not None:
+            out, err = parse_observation(last.content)
+            node, self.pending = self.pending, None
+            if err is not None:
+                return AgentTurn(content=f"I'm sorry, I could not complete your request: {node.tool} failed ({err}).",
+                                 give_up=f"tool {node.tool} (node {node.node_id}) returned an error: {err}")
+            self.outputs[node.node_id] = out
+        elif last.role == "user":
+            self.facts.update(D.parse_fact_lines(last.content, [f for f in self.needed if f not in self.facts]))
+
+        missing = [f for f in self.needed if f not in self.facts]
+        if missing:
+            if self.asks >= self.max_asks:
+                words = ", ".join(D.fact_words(f) for f in missing)
+                return AgentTurn(content=f"I'm sorry, I cannot complete your request without your {words}.",
+                                 give_up=f"the user did not provide {missing} after {self.asks} requests")
+            self.asks += 1
+            items = "\n".join(f"- {D.fact_words(f)}" for f in missing)
+            return AgentTurn(content=f"To take care of this I need a few details. Could you please tell me:\n{items}")
+
+        for node in self.order:
+            if node.node_id in self.outputs:
+                continue
+            try:
+                args = self._resolve(node)
+            except AutoforgeError as exc:
+                return AgentTurn(content="I'm sorry, I could not complete your request.",
+                                 give_up=f"arguments of {node.node_id}: {exc}")
+            if node.kind == "reasoning":
+                try:
+                    self.outputs[node.node_id] = apply_op(node.op, args, node.params)
+                except AutoforgeError as exc:
+                    return AgentTurn(content="I'm sorry, I could not complete your request.",
+                                     give_up=f"reasoning node {node.node_id} ({node.op}) failed: {exc}")
+                continue
+            call = ToolCall(name=node.tool, arguments=args)
+            self.pending = node
+            self.calls.append(call)
+            return AgentTurn(tool_calls=[call])
+        return AgentTurn(content="All done: I have completed everything you asked for.")
+
+
+# --------------------------------------------------------------------------- random
+
+
+_ID_RE = re.compile(r"\b[A-Z]{1,3}\d{3,6}\b")
+
+
+class RandomAgent:
+    """A floor: random tools with random arguments, then claims to be done."""
+
+    name = "random"
+
+    def __init__(self, max_calls: int = 6, p_message: float = 0.15):
+        self.max_calls = max_calls
+        self.p_message = p_message
+
+    def reset(self, ctx: AgentContext) -> None:
+        self.rng = random.Random(f"random-agent:{ctx.seed}:{ctx.task_id}")
+        self.tools = ctx.tools
+        self.n = 0
+
+    def _value(self, schema: dict, seen: list[str]) -> Any:
+        if "enum" in schema and schema["enum"]:
+            return self.rng.choice(schema["enum"])
+        t = schema.get("type", "string")
+        t = t[0] if isinstance(t, list) and t else t
+        if t == "integer":
+            return self.rng.randint(0, 10)
+        if t == "number":
+            return round(self.rng.uniform(0, 100), 2)
+        if t == "boolean":
+            return self.rng.random() < 0.5
+        if t == "array":
+            return [self._value(schema.get("items") or {}, seen)]
+        if t == "object":
+            return {}
+        if seen and self.rng.random() < 0.7:
+            return self.rng.choice(seen)
+        return "".join(self.rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6))
+
+    def act(self, messages: list[Message]) -> AgentTurn:
+        self.n += 1
+        if self.n > self.max_calls or not self.tools:
+            return AgentTurn(content="I have completed your request.")
+        if self.rng.random() < self.p_message and messages[-1].role != "user":
+            return AgentTurn(content="Could you tell me more about what you need?")
+        seen = sorted(set(_ID_RE.findall(" ".join(m.content for m in messages if m.role in ("tool", "user")))))
+        fn = self.rng.choice(self.tools)["function"]
+        props = (fn.get("parameters") or {}).get("properties") or {}
+        args = {p: self._value(s or {}, seen) for p, s in props.items()}
+        return AgentTurn(tool_calls=[ToolCall(name=fn["name"], arguments=args)])
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+def wire_messages(messages: list[Message]) -> list[dict]:
+    """Transcript -> chat-completions messages (malformed calls go back with their raw text)."""
+    out: list[dict] = []
+    for m in messages:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            calls = []
+            for i, tc in enumerate(m.tool_calls):
+                raw = tc.arguments.get("__raw__") if "__error__" in tc.arguments else None
+                args = raw if isinstance(raw, str) else json.dumps(tc.arguments, ensure_ascii=False)
+                calls.append({"id": tc.id or f"call_{i}", "type": "function", "function": {"name": tc.name, "arguments": args}})
+            d["tool_calls"] = calls
+        if m.role == "tool":
+            d["tool_call_id"] = m.tool_call_id or ""
+        out.append(d)
+    return out
+
+
+class OpenAIAgent:
+    """Any OpenAI-compatible chat model, with native tool calls (Hermes text as a fallback)."""
+
+    def __init__(self, client: Any, temperature: float = 0.0, max_tokens: int | None = 2048, use_cache: bool = False):
+        if getattr(client, "is_offline", False):
+            raise ConfigError("the openai agent needs an OpenAI-compatible backend: set AUTOFORGE_BACKEND=openai "
+                              "and AUTOFORGE_OPENAI_BASE_URL / AUTOFORGE_OPENAI_MODEL")
+        self.client = client
+        self.name = f"openai:{client.model}"
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.use_cache = use_cache
+
+    def reset(self, ctx: AgentContext) -> None:
+        self.ctx = ctx
+        self.turn = 0
+
+    def act(self, messages: list[Message]) -> AgentTurn:
+        self.turn += 1
+        kw: dict[str, Any] = {"tools": self.ctx.tools or None, "temperature": self.temperature,
+                              "max_tokens": self.max_tokens}
+        try:
+            reply = self.client.chat("agent", wire_messages(messages), seed=self.ctx.seed * 1000 + self.turn,
+                                     use_cache=self.use_cache, **kw)
+        except TypeError:  # a client without seed / use_cache
+            reply = self.client.chat("agent", wire_messages(messages), **kw)
+        calls = list(reply.tool_calls)
+        bad = [MalformedCall(raw=str(m.get("arguments") or ""), error=str(m.get("error") or "malformed"),
+                             name=m.get("name") or None, id=m.get("id")) for m in reply.malformed_tool_calls]
+        content = reply.content or ""
+        if not calls and not bad and "<tool_call>" in content:
+            parsed = parse_hermes(content)
+            calls, bad, content = parsed.calls, parsed.malformed, parsed.content
+        return AgentTurn(content=content, tool_calls=calls, malformed=bad, tokens=reply.tokens_out)

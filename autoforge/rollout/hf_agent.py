@@ -1,0 +1,212 @@
+"""The local transformers agent (token-in/token-out) and the trainer's ``rollout_fn``.
+
+:class:`HFAgent` plays an episode with a causal LM and grows ONE token sequence for it
+(:class:`autoforge.rl.trajectory.TrajectoryBuilder`): the opening prompt (system + tools +
+request + ``<|im_start|>assistant\\n``), then per turn the policy's sampled ids with their
+log-probs (mask 1) and the new context — tool observations, the user's reply, the next
+assistant header — tokenized on its own and appended (mask 0). Generated ids are never
+decoded and re-encoded into the sequence; the decoded text is only parsed for Hermes
+``<tool_call>`` blocks. Earlier turns' ``<think>`` stays in the sequence (interleaved
+thinking, paper Sec. 3.4 / PAPER_NOTES §4.2).
+
+:class:`BatchedGenerator` lets many episode threads share one model: requests that arrive
+together are sampled as one left-padded batch (:func:`autoforge.rl.trajectory.generate_turn`).
+
+:func:`make_rollout_fn` is the plug-in the ERPO trainer calls:
+``rollout_fn(policy, tasks, n_per_task) -> list[Trajectory]`` — real episodes, reward from
+the state hash, ``valid=False`` when the user-error judge flagged the episode (MEU) or it
+could not be scored.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from concurrent.futures import Future
+from typing import Any, Callable, Sequence
+
+from autoforge.rl import chat
+from autoforge.rl.policy import Policy, continuation_ids, prompt_ids
+from autoforge.rl.trajectory import Trajectory, TrajectoryBuilder, generate_turn
+from autoforge.rollout.engine import AgentContext, AgentTurn, EpisodeConfig, EpisodeOutcome
+from autoforge.rollout.judge import RuleJudge
+from autoforge.rollout.toolcalls import parse_hermes
+from autoforge.rollout.users import ErrorRates, OfflineUser
+from autoforge.types import Message, Task, TaskDag, ToolCode
+
+
+class BatchedGenerator:
+    """Serve ``generate(ids)`` calls from many threads with batched sampling on one model.
+
+    A worker thread takes the first waiting request, collects others for up to ``wait_s``
+    (or until ``max_batch``), and samples them together. Requests with different
+    ``(max_new_tokens, temperature)`` are batched separately.
+    """
+
+    def __init__(self, policy: Policy, max_batch: int = 8, wait_s: float = 0.01):
+        self.policy, self.max_batch, self.wait_s = policy, max_batch, wait_s
+        self._q: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, name="hf-generator", daemon=True)
+        self._thread.start()
+
+    def generate(self, ids: list[int], max_new_tokens: int, temperature: float) -> tuple[list[int], list[float]]:
+        fut: Future = Future()
+        self._q.put((list(ids), int(max_new_tokens), float(temperature), fut))
+        return fut.result()
+
+    def close(self) -> None:
+        self._q.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            first = self._q.get()
+            if first is None:
+                return
+            batch = [first]
+            try:
+                while len(batch) < self.max_batch:
+                    item = self._q.get(timeout=self.wait_s)
+                    if item is None:
+                        self._q.put(None)
+                        break
+                    batch.append(item)
+            except queue.Empty:
+                pass
+            groups: dict[tuple[int, float], list] = {}
+            for item in batch:
+                groups.setdefault((item[1], item[2]), []).append(item)
+            for (n_new, temp), items in groups.items():
+                try:
+                    new, lps = generate_turn(self.policy.model, self.policy.tokenizer, [it[0] for it in items], n_new, temp,
+                                             stop_ids=self.policy.stop_ids)
+                except BaseException as exc:  # noqa: BLE001 - hand the error to every waiting episode
+                    for it in items:
+                        it[3].set_exception(exc)
+                    continue
+                for it, ids, lp in zip(items, new, lps):
+                    it[3].set_result((ids, lp))
+
+
+class HFAgent:
+    """A local causal LM as the agent (see module docstring). One instance per episode."""
+
+    def __init__(self, policy: Policy, *, temperature: float = 1.0, max_new_tokens: int = 512,
+                 generator: BatchedGenerator | None = None, lock: threading.Lock | None = None, name: str | None = None):
+        self.policy = policy
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.generator = generator
+        self.lock = lock or threading.Lock()
+        self.name = name or f"hf:{getattr(policy.model, 'name_or_path', '') or 'local'}"
+        self.builder: TrajectoryBuilder | None = None
+
+    def reset(self, ctx: AgentContext) -> None:
+        self.ctx = ctx
+        self.builder = None
+        self.n_seen = 0  # messages already in the token sequence
+        self.turn_ids: list[list[int]] = []  # the ids generated at each turn (for tests and diagnostics)
+
+    def _sample(self, ids: list[int]) -> tuple[list[int], list[float]]:
+        if self.generator is not None:
+            return self.generator.generate(ids, self.max_new_tokens, self.temperature)
+        with self.lock:
+            new, lps = generate_turn(self.policy.model, self.policy.tokenizer, [ids], self.max_new_tokens,
+                                     self.temperature, stop_ids=self.policy.stop_ids)
+        return new[0], lps[0]
+
+    def act(self, messages: list[Message]) -> AgentTurn:
+        tok = self.policy.tokenizer
+        if self.builder is None:
+            self.builder = TrajectoryBuilder(prompt_ids(tok, messages, tools=self.ctx.tools or None))
+        else:
+            new_msgs = messages[self.n_seen:]
+            self.builder.add_context(continuation_ids(tok, new_msgs))
+        new_ids, lps = self._sample(self.builder.token_ids)
+        self.builder.add_generated(new_ids, lps)
+        self.turn_ids.append(list(new_ids))
+        if not new_ids or new_ids[-1] not in self.policy.stop_ids:
+            # Cut off at the token limit: close the turn as context (mask 0) so the layout stays valid.
+            self.builder.add_context([int(tok.convert_tokens_to_ids(chat.IM_END))])
+        text = tok.decode(new_ids, skip_special_tokens=False)
+        parsed = parse_hermes(text)
+        self.n_seen = len(messages) + 1  # + the assistant message the engine appends for this turn
+        return AgentTurn(content=parsed.content, tool_calls=parsed.calls, malformed=parsed.malformed, tokens=len(new_ids))
+
+    def trajectory(self, task_id: str, env_id: str, reward: float, valid: bool = True, **metadata) -> Trajectory:
+        if self.builder is None:
+            raise ValueError("the agent has not acted yet: no trajectory")
+        return self.builder.build(task_id, env_id, reward, valid, **metadata)
+
+
+def episode_to_trajectory(outcome: EpisodeOutcome) -> Trajectory | None:
+    """The trainer's view of one episode: its token sequence, reward, and MEU validity.
+
+    ``valid`` is False when the judge flagged a user error or the episode could not be scored
+    (reward None: "could not score" is left out, not trained on as 0). None when the agent
+    kept no token sequence (not an :class:`HFAgent`, or it never acted).
+    """
+    agent, ep = outcome.agent, outcome.episode
+    if not isinstance(agent, HFAgent) or agent.builder is None:
+        return None
+    valid = ep.reward is not None and not bool(ep.judge_flag)
+    return agent.trajectory(ep.task_id, ep.env_id, ep.reward if ep.reward is not None else 0.0, valid,
+                            episode_id=ep.episode_id, trial=ep.trial, termination=ep.termination, n_turns=ep.n_turns,
+                            judge_flag=ep.judge_flag, user_error=ep.user_error)
+
+
+def make_rollout_fn(
+    dags: dict[str, TaskDag],
+    tools_by_env: dict[str, list[ToolCode]],
+    *,
+    user_factory: Callable[[Task, Any, int], Any] | None = None,
+    error_rates: ErrorRates = ErrorRates(),
+    judge: Any = RuleJudge(),
+    env_factory: Callable[[list[ToolCode]], Any] | None = None,
+    config: EpisodeConfig = EpisodeConfig(max_turns=12, max_tokens=4096),
+    temperature: float = 1.0,
+    max_new_tokens: int = 256,
+    concurrency: int = 8,
+    seed: int = 0,
+    on_episodes: Callable[[list], None] | None = None,
+) -> Callable[[Policy, Sequence[Task], int], list[Trajectory]]:
+    """``rollout_fn(policy, tasks, n_per_task)`` over Task records, for :func:`autoforge.rl.trainer.train`.
+
+    Each call plays ``n_per_task`` episodes of every task (episodes run on ``concurrency``
+    threads; their generation requests are batched on the one model) and returns one
+    Trajectory per episode. ``on_episodes(list[Episode])`` receives the transcripts (to store).
+    """
+    from autoforge.rollout.evaluate import default_env_factory, evaluate_tasks
+
+    user_factory = user_factory or (lambda task, plan, s: OfflineUser(task, plan, seed=s))
+    calls = {"n": 0}
+
+    def rollout_fn(policy: Policy, tasks: Sequence[Task], n_per_task: int) -> list[Trajectory]:
+        calls["n"] += 1
+        gen = BatchedGenerator(policy, max_batch=concurrency)
+        trajs: list[Trajectory] = []
+        lock = threading.Lock()
+
+        def collect(out: EpisodeOutcome) -> None:
+            t = episode_to_trajectory(out)
+            if t is None:  # crashed before the first turn: nothing was generated, nothing to learn from
+                return
+            with lock:
+                trajs.append(t)
+
+        try:
+            report = evaluate_tasks(
+                list(tasks), dags, tools_by_env,
+                agent_factory=lambda: HFAgent(policy, temperature=temperature, max_new_tokens=max_new_tokens, generator=gen),
+                user_factory=user_factory, agent_name="hf:policy", user_name="offline", trials=n_per_task,
+                error_rates=error_rates, judge=judge, concurrency=concurrency,
+                env_factory=env_factory or default_env_factory, config=config,
+                seed=seed + 1_000_003 * calls["n"], n_boot=1, on_episode=collect)
+        finally:
+            gen.close()
+        if on_episodes is not None:
+            on_episodes(report.episodes)
+        order = {(t.task_id, i): k for k, (t, i) in enumerate((t, i) for i in range(n_per_task) for t in tasks)}
+        trajs.sort(key=lambda t: order.get((t.task_id, t.metadata.get("trial", 0)), 0))
+        return trajs
+
+    return rollout_fn

@@ -1,0 +1,72 @@
+"""Outcome reward: does the final state equal the gold state S*?
+
+Paper (arXiv 2512.22857, Eq. 1): R = 1 if S* == Ŝ else 0 — compared on the final state, not
+on the call sequence, because one task has many valid solutions. States are compared by
+canonical-JSON hash (:func:`autoforge.types.state_hash`). Each component is a small named
+function (verifiers-style rubrics); the components are logged in ``Episode.reward_info`` for
+diagnosis. "Could not score" (no final state, no gold hash) is ``None``, never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoforge.types import Task, canonical_json, state_hash
+
+
+def state_match(final_hash: str | None, gold_hash: str | None) -> bool | None:
+    """True/False when both hashes are known, else None (cannot score)."""
+    if not final_hash or not gold_hash:
+        return None
+    return final_hash == gold_hash
+
+
+def differing_collections(final: dict[str, Any] | None, gold: dict[str, Any] | None) -> list[str]:
+    """Names of the collections whose content differs (present in only one state counts)."""
+    if final is None or gold is None:
+        return []
+    names = set(final) | set(gold)
+    return sorted(n for n in names if canonical_json(final.get(n)) != canonical_json(gold.get(n)))
+
+
+def differing_records(final: dict[str, Any] | None, gold: dict[str, Any] | None, limit: int = 20) -> dict[str, list[str]]:
+    """Per differing collection, the ids of records that differ (missing, extra or changed)."""
+    out: dict[str, list[str]] = {}
+    for name in differing_collections(final, gold):
+        a, b = (final or {}).get(name), (gold or {}).get(name)
+        if isinstance(a, dict) and isinstance(b, dict):
+            ids = sorted(str(k) for k in set(a) | set(b) if canonical_json(a.get(k)) != canonical_json(b.get(k)))
+            out[name] = ids[:limit]
+        else:
+            out[name] = ["<whole collection>"]
+    return out
+
+
+def unchanged_from_initial(final: dict[str, Any] | None, initial: dict[str, Any] | None) -> bool | None:
+    """Did the agent leave the state untouched (a do-nothing episode)?"""
+    if final is None or initial is None:
+        return None
+    return state_hash(final) == state_hash(initial)
+
+
+def outcome_reward(match: bool | None) -> float | None:
+    """Eq. 1: 1.0 on an exact state match, 0.0 on a mismatch, None when it could not be scored."""
+    if match is None:
+        return None
+    return 1.0 if match else 0.0
+
+
+def score(task: Task, final_state: dict[str, Any] | None, final_hash: str | None = None) -> tuple[float | None, dict[str, Any]]:
+    """The reward of an episode and its components (``Episode.reward`` and ``reward_info``)."""
+    if final_state is not None and final_hash is None:
+        final_hash = state_hash(final_state)
+    match = state_match(final_hash, task.gold_state_hash)
+    info: dict[str, Any] = {
+        "state_match": match,
+        "differing_collections": differing_collections(final_state, task.gold_state) if match is False else [],
+        "differing_records": differing_records(final_state, task.gold_state) if match is False else {},
+        "unchanged": unchanged_from_initial(final_state, task.initial_state),
+    }
+    if match is None:
+        info["unscored_reason"] = "no final state" if not final_hash else "task has no gold state hash"
+    return outcome_reward(match), info

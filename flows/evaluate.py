@@ -1,0 +1,54 @@
+"""Evaluate an agent with a simulated user on curated tasks: pass^k per environment and overall.
+
+A thin recipe over :func:`autoforge.rollout.run_eval` (which plays the episodes concurrently,
+judges user errors, and writes episodes + eval_results + the run in one transaction). The
+flow adds a table artifact of the pass^k rows and a markdown summary with the failures.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+from autoforge.rollout import format_report, run_eval
+
+
+@task(name="run-eval", retries=0)
+def run_eval_task(**kw) -> dict:
+    return run_eval(**kw)
+
+
+@flow(name="evaluate", flow_run_name="eval-{agent}-{user}-k{trials}", log_prints=True)
+def evaluate(
+    agent: str = "oracle",
+    user: str = "offline",
+    trials: int = 4,
+    split: str | None = "test",
+    env: str | None = None,
+    limit: int | None = None,
+    concurrency: int = 4,
+    user_error_rate: float = 0.0,
+    judge: str = "rule",
+    seed: int = 0,
+    max_turns: int = 40,
+    warehouse: str | None = None,
+) -> dict:
+    """Play ``trials`` episodes of every curated task and store pass^k for k = 1..trials.
+
+    agent: oracle | random | openai[:model] | hf:<model dir>.
+    user: offline (scripted) | llm[:model] (OpenAI-compatible, AUTOFORGE_OPENAI_*).
+    split: "test" (held out), "train", or None for both.
+    user_error_rate: injected user errors per episode, split evenly over wrong_fact / withheld_fact / premature_stop.
+    judge: rule | llm | none — the user-error judge whose flags ERPO masks.
+    """
+    logger = get_run_logger()
+    summary = run_eval_task(warehouse=warehouse, agent=agent, user=user, trials=trials, split=split, env=env,
+                            limit=limit, concurrency=concurrency, user_error_rate=user_error_rate, seed=seed,
+                            judge=judge, max_turns=max_turns)
+    logger.info("eval %s: success rate %s over %d episodes", summary["eval_id"], summary["success_rate"],
+                summary["n_episodes"])
+    create_table_artifact(key="eval-pass-hat-k", table=[{"env_id": r["env_id"] or "(overall)", **{
+        k: v for k, v in r.items() if k != "env_id"}} for r in summary["results"]],
+        description=f"pass^k of {summary['agent']} with {summary['user_sim']}")
+    create_markdown_artifact(key="eval-summary", markdown="```\n" + format_report(summary) + "\n```")
+    return summary
