@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from autoforge.envs._worker import dumps, loads  # noqa: E402
 from autoforge.envs.runtime import Environment, _ArgValidator  # noqa: E402
+from autoforge.envs.runtime import tool_function  # noqa: E402
 from autoforge.envs.sandbox import direct_function  # noqa: E402
 from autoforge.types import EnvironmentRecord, ToolCode  # noqa: E402
 
@@ -108,7 +109,7 @@ def warehouse_workloads(path: str, only: str | None) -> list[Workload]:
             if _ArgValidator(t).problem(args) is not None:
                 continue
             try:  # keep calls the direct baseline can make (a raising call would end it)
-                direct_function(t.source, t.name)(loads(dumps(env.sample_state)), **args)
+                _direct(t)(loads(dumps(env.sample_state)), args)
             except Exception:  # noqa: BLE001
                 continue
             episode.append((t.name, args))
@@ -118,6 +119,14 @@ def warehouse_workloads(path: str, only: str | None) -> list[Workload]:
 
 
 # --------------------------------------------------------------------------- measurement
+
+
+def _direct(tool):
+    """The tool's function called in-process, public argument names mapped to Python ones (no sandbox)."""
+    fn, amap = direct_function(tool.source, tool_function(tool)), dict(tool.arg_map or {})
+    if not amap:
+        return lambda state, args: fn(state, **args)
+    return lambda state, args: fn(state, **{amap.get(k, k): v for k, v in args.items()})
 
 
 def bench_sandbox(tools, state, episode, seconds: float) -> tuple[int, float]:
@@ -136,7 +145,7 @@ def bench_sandbox(tools, state, episode, seconds: float) -> tuple[int, float]:
 
 def bench_direct(tools, state, episode, seconds: float, validate: bool) -> tuple[int, float]:
     by_name = {t.name: t for t in tools}
-    fns = {name: direct_function(by_name[name].source, name) for name, _ in episode}
+    fns = {name: _direct(by_name[name]) for name, _ in episode}
     validators = {name: _ArgValidator(by_name[name]) for name, _ in episode}
     frame = dumps(state)
     calls, start = 0, time.perf_counter()
@@ -145,7 +154,7 @@ def bench_direct(tools, state, episode, seconds: float, validate: bool) -> tuple
         for name, args in episode:
             if validate and validators[name].problem(args) is not None:
                 raise AssertionError(name)
-            fns[name](s, **args)
+            fns[name](s, args)
         calls += len(episode)
     return calls, time.perf_counter() - start
 

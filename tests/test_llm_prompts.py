@@ -52,7 +52,8 @@ def test_templates_are_system_plus_json_payload_and_deterministic(build):
 
 def test_tool_code_prompt_carries_tool_schema_and_contract():
     [system, user] = prompts.tool_code(TOOL, SCHEMA)
-    assert "def <name>(state, **args)" in system["content"] and "never raise" in system["content"]
+    assert "def <function_name>(state, " in system["content"] and "never raise" in system["content"]
+    assert "\"python\":{\"function_name\":\"get_order\"" in user["content"]
     assert '"get_order"' in user["content"] and '"orders"' in user["content"]
 
 

@@ -55,17 +55,32 @@ def test_good_code_passes_and_output_schema_is_checked():
     assert static_check(GOOD, "get_item").ok
 
 
-def test_a_tool_that_cannot_be_written_is_rejected_and_stored():
-    """A tool whose name is not a Python identifier cannot pass the sandbox's naming rule."""
+def test_a_tool_that_cannot_be_written_is_rejected_and_stored(monkeypatch):
+    """A tool whose generated code breaks the sandbox rules is rejected, and the rejection stored.
+
+    (Names that are not identifiers, such as ``orders.export``, are accepted since they get a
+    Python name: tests/test_envs_names.py.)"""
+    import autoforge.envs.synthesis as synthesis
+
+    real = synthesis.offline_tool_code
+
+    def broken(spec_, plan, schema):
+        draft = real(spec_, plan, schema)
+        if spec_.name == "orders.export":
+            draft.source = "import os\n" + draft.source
+        return draft
+
+    monkeypatch.setattr(synthesis, "offline_tool_code", broken)
     specs = mock_specs() + [spec("orders.export", "Export orders.", {"user_id": S}, ["user_id"], obj({}), "read")]
     res = synthesize_environment(mock_toolset(specs), specs)
     bad = next(t for t in res.tools if t.name == "orders.export")
     assert bad.status == "rejected" and bad.reason.startswith("unsafe_code")
+    assert bad.function_name == "orders_export"
     assert res.environment.status == "partial" and res.environment.n_tools_accepted == len(specs) - 1
     assert "orders.export" in res.environment.reason
     (rej,) = res.rejections
     assert rej.stage == "synthesize" and rej.item_id == bad.tool_id and rej.reason == "unsafe_code"
-    assert "identifier" in rej.detail
+    assert "import of 'os' is not allowed" in rej.detail
     # env ids are content hashes: the same docs give the same environment
     assert synthesize_environment(mock_toolset(specs), specs).environment.env_id == res.environment.env_id
 
@@ -86,7 +101,8 @@ def test_odd_tool_sets_synthesize_without_raising():
     res = synthesize_environment(mock_toolset(specs), specs)
     by = {t.name: t for t in res.tools}
     assert by["search_trips"].status == "accepted", by["search_trips"].reason
-    assert "def search_trips(state, **args):" in by["search_trips"].source  # 'from'/'class' are keywords
+    assert by["search_trips"].arg_map == {"from": "from_", "class": "class_"}  # keywords get Python names
+    assert "def search_trips(state, from_, to=None, class_=None" in by["search_trips"].source
     assert by["create_trip"].status == "accepted" and by["getTrip"].status == "accepted"
     trips = next(c for c in res.environment.state_schema.collections if c.name == "trips")
     assert (trips.id_prefix, trips.id_width) == ("TR", 3)

@@ -6,7 +6,10 @@ frames on two inherited pipes (never stdin/stdout). Only a call's name and argum
 observation cross the pipe; the state stays here between calls.
 
 Requests -> replies:
-    ["load", {name: source}]   -> ["ok", {name: load_error_or_null}]   compile (already checked) code
+    ["load", {name: source | [source, function_name, arg_map]}]
+                               -> ["ok", {name: load_error_or_null}]   compile (already checked) code;
+                                  ``name`` is the public tool name, ``function_name`` the Python
+                                  function (default: ``name``), ``arg_map`` public -> Python argument names
     ["reset", state]           -> ["ok", {name: load_error_or_null}]   fresh module globals + state
     ["call", name, args]       -> [kind, output, error]                kind: ok | tool_error | invalid_arguments | crashed | memory_limit
     ["state"]                  -> ["ok", state]  /  ["error", msg]
@@ -110,25 +113,26 @@ def _drop_root() -> None:
 class Worker:
     def __init__(self, cpu_s: float):
         self.cpu_s = cpu_s
-        self.codes: dict[str, Any] = {}
+        self.codes: dict[str, tuple[Any, str, dict]] = {}  # public name -> (code, function name, arg map)
         self.compiled: dict[tuple[str, str], Any] = {}
-        self.params: dict[str, tuple[frozenset, frozenset, bool]] = {}
+        self.binders: dict[str, sandbox.ArgBinder] = {}
         self.load_errors: dict[str, str | None] = {}
         self.fns: dict[str, Any] = {}
         self.state: dict = {}
         self.cpu_soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
 
     # ------------------------------------------------------------------ requests
-    def load(self, sources: dict[str, str]) -> list:
-        self.codes, self.params, self.load_errors, self.fns, self.state = {}, {}, {}, {}, {}
-        for name, source in sources.items():
+    def load(self, sources: dict[str, Any]) -> list:
+        self.codes, self.binders, self.load_errors, self.fns, self.state = {}, {}, {}, {}, {}
+        for name, entry in sources.items():
             try:
-                key = (name, source)
+                source, fname, arg_map = (entry, name, {}) if isinstance(entry, str) else entry
+                key = (fname, source)
                 if key not in self.compiled:  # a pooled worker sees the same tools again and again
                     if len(self.compiled) >= 4096:
                         self.compiled.clear()
-                    self.compiled[key] = sandbox.compile_tool(source, name)
-                self.codes[name] = self.compiled[key]
+                    self.compiled[key] = sandbox.compile_tool(source, fname)
+                self.codes[name] = (self.compiled[key], fname, dict(arg_map or {}))
                 self.load_errors[name] = None
             except Exception as e:  # noqa: BLE001 - reported to the parent
                 self.load_errors[name] = f"{type(e).__name__}: {e}"
@@ -137,24 +141,16 @@ class Worker:
     def _instantiate(self) -> dict:
         """Fresh module globals for every tool: nothing a call leaves in them survives a reset."""
         fns = {}
-        for name, code in self.codes.items():
+        for name, (code, fname, arg_map) in self.codes.items():
             self._arm_cpu()
             try:
-                fn = sandbox.load_tool(code, name)
+                fn = sandbox.load_tool(code, fname)
             except BaseException as e:  # noqa: BLE001
                 self.load_errors[name] = f"{type(e).__name__}: {e}"
                 continue
             fns[name] = fn
-            if name not in self.params:
-                c = fn.__code__
-                names = c.co_varnames[: c.co_argcount + c.co_kwonlyargcount]
-                n_pos_defaults = len(fn.__defaults__ or ())
-                positional = names[: c.co_argcount]
-                required = set(positional[1: len(positional) - n_pos_defaults])
-                kwdefaults = fn.__kwdefaults__ or {}
-                required |= {n for n in names[c.co_argcount:] if n not in kwdefaults}
-                varkw = bool(c.co_flags & 0x08)
-                self.params[name] = (frozenset(names[1:]), frozenset(required), varkw)
+            if name not in self.binders:
+                self.binders[name] = sandbox.ArgBinder(fn, arg_map)
         self.fns = fns
         return self.load_errors
 
@@ -167,17 +163,13 @@ class Worker:
         if fn is None:
             why = self.load_errors.get(name) or "not loaded"
             return ["crashed", None, f"tool {name!r} failed to load: {why}"]
-        accepted, required, varkw = self.params[name]
-        if not varkw and not accepted.issuperset(args):
-            extra = sorted(set(args) - accepted)
-            return ["invalid_arguments", None, f"unexpected argument(s) {extra} for {name} "
-                                               f"(it accepts: {sorted(accepted)})"]
-        if not required.issubset(args):
-            return ["invalid_arguments", None, f"missing required argument(s) {sorted(required - set(args))} "
-                                               f"for {name}"]
+        binder = self.binders[name]
+        problem = binder.problem(args, name)
+        if problem is not None:
+            return ["invalid_arguments", None, problem]
         self._arm_cpu()
         try:
-            out = fn(self.state, **args)
+            out = fn(self.state, **binder.bind(args))
         except MemoryError:
             raise
         except BaseException as e:  # noqa: BLE001 - a raising tool is a bug, reported as 'crashed'

@@ -30,7 +30,7 @@ from typing import Any
 import jsonschema
 
 from autoforge.envs import sandbox
-from autoforge.envs.runtime import smoke_check
+from autoforge.envs.runtime import smoke_check, tool_function
 from autoforge.errors import AutoforgeError, UnsafeCodeError
 from autoforge.types import ToolCode, canonical_json, state_hash
 
@@ -100,7 +100,7 @@ def static_check(source: str, name: str) -> CheckResult:
 def check_tool(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: float | None = None,
                memory_mb: int | None = None) -> CheckResult:
     """Run every check on ``tool`` (its ``source``, ``parameters`` and ``output_schema``)."""
-    res = static_check(tool.source, tool.name)
+    res = static_check(tool.source, tool_function(tool))
     if not res.ok:
         res.arguments = arguments
         return res

@@ -72,6 +72,19 @@ def _fail(kind: str, error: str) -> Observation:
     return Observation(ok=False, kind=kind, error=error)
 
 
+def tool_function(tool: ToolCode) -> str:
+    """The Python function that implements ``tool``: ``function_name``, or the public name (older rows)."""
+    return tool.function_name or tool.name
+
+
+def _load_entry(tool: ToolCode) -> str | list:
+    """What the worker's "load" request carries for one tool (public name -> this)."""
+    fname = tool_function(tool)
+    if fname == tool.name and not tool.arg_map:
+        return tool.source
+    return [tool.source, fname, dict(tool.arg_map)]
+
+
 # --------------------------------------------------------------------------- argument validation
 #
 # Arguments are validated on every call, so this is on the hot path. ``jsonschema`` takes
@@ -276,13 +289,13 @@ class Environment:
                 continue
             if tool.name in self._tools:
                 raise ConfigError(f"environment {env_id or ''}: two accepted tools are named {tool.name!r}")
-            sandbox.check_source(tool.source, tool.name)  # stored code is checked again before it runs
+            sandbox.check_source(tool.source, tool_function(tool))  # stored code is checked again before it runs
             self._tools[tool.name] = tool
         for name in self._tools:  # an earlier, rejected attempt at an accepted tool
             self.rejected.pop(name, None)
         self._validators = {name: _ArgValidator.for_tool(t) for name, t in self._tools.items()}
         self._worker: WorkerProcess | None = None
-        self._load_frame = dumps(["load", {n: t.source for n, t in self._tools.items()}])
+        self._load_frame = dumps(["load", {n: _load_entry(t) for n, t in self._tools.items()}])
         self._reset_frame: bytes | None = None
         self._log: list[bytes] | None = None  # calls since reset; None: too many to replay
         self._lost = False  # the state could not be rebuilt after a kill: reset() needed
@@ -473,7 +486,12 @@ def smoke_check(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: floa
     return results[0], results[1]
 
 
-def run_direct(source: str, name: str, state: dict, arguments: dict) -> Any:
+def run_direct(source: str, name: str, state: dict, arguments: dict, *, arg_map: dict[str, str] | None = None) -> Any:
     """In-process execution WITHOUT the sandbox (benchmark baseline, tests). See sandbox.run_direct."""
-    return sandbox.run_direct(source, name, state, arguments)
+    return sandbox.run_direct(source, name, state, arguments, arg_map=arg_map)
+
+
+def run_tool_direct(tool: ToolCode, state: dict, arguments: dict) -> Any:
+    """:func:`run_direct` for a ToolCode: its Python function, arguments renamed by its ``arg_map``."""
+    return sandbox.run_direct(tool.source, tool_function(tool), state, arguments, arg_map=tool.arg_map)
 

@@ -30,6 +30,7 @@ FIRST = ["Ava", "Liam", "Sofia", "Noah", "Mia", "Ethan", "Zoe", "Lucas"]
 LAST = ["Chen", "Patel", "Garcia", "Kim", "Rossi", "Okafor", "Novak", "Silva"]
 CITIES = ["Seattle", "Austin", "Boston", "Denver", "Chicago", "Portland"]
 COUNTRIES = ["US", "CA", "GB", "DE", "FR", "JP"]
+REGIONS = ["WA", "TX", "MA", "CO", "IL", "OR"]  # the states of CITIES
 STREETS = ["12 Pine St", "48 Oak Ave", "7 Elm Rd", "301 Maple Blvd", "55 Cedar Ln", "9 Birch Ct"]
 ADJ = ["Classic", "Premium", "Compact", "Deluxe", "Essential", "Urban", "Summit", "Coastal"]
 COMPANIES = ["Acme Corp", "Globex", "Initech", "Umbrella Ltd", "Stark Industries", "Wayne Enterprises"]
@@ -177,6 +178,8 @@ def _string(name: str, fmt: str | None, i: int, entity: str, prefix: str, coll_n
         return CITIES[(i + (1 if "dest" in name or name.startswith("to") else 0)) % len(CITIES)]
     if "country" in name:
         return COUNTRIES[i % len(COUNTRIES)]
+    if name in ("state", "state_code", "province", "billing_state", "home_state") or name.endswith("_state_code"):
+        return REGIONS[i % len(REGIONS)]  # a US state / province: the region of CITIES[i]
     if "address" in name or name == "street":
         return f"{STREETS[i % len(STREETS)]}, {CITIES[i % len(CITIES)]}"
     if name in ("zip", "zip_code", "postal_code", "postcode"):
@@ -397,6 +400,13 @@ def _from_state(p, ps, state, schema, main_coll, main_rec, used_ids, idx) -> tup
 
 
 def _fits(value: Any, ps: dict) -> bool:
+    pattern = ps.get("pattern")
+    if isinstance(value, str) and isinstance(pattern, str):
+        try:
+            if re.search(pattern, value) is None:
+                return False  # a record value the parameter's documented pattern rejects
+        except re.error:
+            pass
     t = ps.get("type")
     if t in (None, "string"):
         return isinstance(value, str)

@@ -16,10 +16,15 @@ memory limits, is :mod:`autoforge.envs.runtime`):
 
 The tool-code convention (what the code generator emits and what the checks enforce)
 ------------------------------------------------------------------------------------
-- The source defines exactly one top-level function named after the tool; its first
+- The source defines exactly one top-level function named ``ToolCode.function_name`` (the
+  tool's public name when that is a usable identifier, else a sanitised one from
+  :func:`autoforge.envs.naming.function_name`: ``orders.get`` -> ``orders_get``); its first
   parameter is ``state`` (``{collection: {record_id: record}}``), then keyword parameters
-  matching the tool's JSON-Schema arguments (defaults for the optional ones; a mutable
-  default such as ``[]`` is rejected). Helper functions, imports and constant assignments may
+  for the tool's JSON-Schema arguments, named as ``ToolCode.arg_map`` says where the public
+  name is not a usable identifier (``order-id`` -> ``order_id``, ``from`` -> ``from_``,
+  ``state`` -> ``state_``; :func:`autoforge.envs.naming.argument_names`); the runtime renames
+  the arguments of each call (:class:`ArgBinder`). Defaults for the optional ones; a mutable
+  default such as ``[]`` is rejected. Helper functions, imports and constant assignments may
   also appear at top level; nothing else (no loops or calls as statements there).
 - It mutates ``state`` in place for writes and returns a JSON-serialisable value. A failed
   precondition *returns* ``{"error": "..."}`` (``error(msg)``); an exception is a bug.
@@ -510,13 +515,62 @@ def load_tool(code: types.CodeType, name: str) -> Callable[..., Any]:
     return fn
 
 
+# --------------------------------------------------------------------------- argument binding
+
+
+class ArgBinder:
+    """Binds a call's public arguments to the tool function's Python parameters.
+
+    ``arg_map`` (``ToolCode.arg_map``) maps public argument names to parameter names where they
+    differ (``{"order-id": "order_id", "from": "from_"}``). Built once per loaded function:
+    which public names it accepts, which it requires, whether it takes ``**kwargs`` (unmapped
+    public names go there unchanged). :meth:`problem` names unexpected or missing arguments in
+    public names; :meth:`bind` renames. Without renames (the usual case) ``bind`` returns the
+    arguments as they are.
+    """
+
+    __slots__ = ("to_py", "accepted", "required", "varkw", "identity", "shadow")
+
+    def __init__(self, fn: Callable[..., Any], arg_map: dict[str, str] | None = None):
+        c = fn.__code__
+        names = c.co_varnames[: c.co_argcount + c.co_kwonlyargcount]
+        positional = names[: c.co_argcount]
+        n_pos_defaults = len(fn.__defaults__ or ())
+        required = set(positional[1: len(positional) - n_pos_defaults])
+        kwdefaults = fn.__kwdefaults__ or {}
+        required |= {n for n in names[c.co_argcount:] if n not in kwdefaults}
+        inverse = {py: pub for pub, py in (arg_map or {}).items()}
+        self.to_py = {inverse.get(py, py): py for py in names[1:]}
+        self.accepted = frozenset(self.to_py)
+        self.required = frozenset(inverse.get(py, py) for py in required)
+        self.varkw = bool(c.co_flags & 0x08)
+        self.identity = all(pub == py for pub, py in self.to_py.items())
+        self.shadow = frozenset(py for pub, py in self.to_py.items() if pub != py)  # Python names, not public ones
+
+    def problem(self, args: dict, name: str = "the tool") -> str | None:
+        """None when the call fits the signature, else what is wrong (public names)."""
+        if (not self.varkw and not self.accepted.issuperset(args)) or (self.shadow and not self.shadow.isdisjoint(args)):
+            extra = sorted((set(args) - self.accepted) if not self.varkw else (set(args) & self.shadow))
+            return f"unexpected argument(s) {extra} for {name} (it accepts: {sorted(self.accepted)})"
+        if not self.required.issubset(args):
+            return f"missing required argument(s) {sorted(self.required - set(args))} for {name}"
+        return None
+
+    def bind(self, args: dict) -> dict:
+        if self.identity:
+            return args
+        to_py = self.to_py
+        return {to_py.get(k, k): v for k, v in args.items()}
+
+
 # --------------------------------------------------------------------------- direct execution
 
 _DIRECT: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
 def direct_function(source: str, name: str) -> Callable[..., Any]:
-    """The checked tool function loaded in *this* process (cached). Benchmarks and tests only."""
+    """The checked tool function ``name`` (the *Python* name) loaded in *this* process (cached).
+    Benchmarks and tests only."""
     key = (source, name)
     fn = _DIRECT.get(key)
     if fn is None:
@@ -525,10 +579,15 @@ def direct_function(source: str, name: str) -> Callable[..., Any]:
     return fn
 
 
-def run_direct(source: str, name: str, state: dict, arguments: dict) -> Any:
+def run_direct(source: str, name: str, state: dict, arguments: dict, *, arg_map: dict[str, str] | None = None) -> Any:
     """Call a tool in-process WITHOUT the sandbox: no limits, ``state`` is mutated in place.
 
-    The baseline of ``benchmarks/env_throughput.py`` and a test helper. Never use it on code
-    you have not also run through the sandbox: a ``while True`` here hangs the caller.
+    ``name`` is the Python function name (``ToolCode.function_name``); ``arguments`` use the
+    public names, renamed by ``arg_map`` (``ToolCode.arg_map``). The baseline of
+    ``benchmarks/env_throughput.py`` and a test helper. Never use it on code you have not also
+    run through the sandbox: a ``while True`` here hangs the caller.
     """
-    return direct_function(source, name)(state, **arguments)
+    fn = direct_function(source, name)
+    if arg_map:
+        arguments = ArgBinder(fn, arg_map).bind(arguments)
+    return fn(state, **arguments)

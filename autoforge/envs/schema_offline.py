@@ -155,6 +155,8 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     while head and head[-1] in nm.NAME_SUFFIXES:
         head = head[:-1]
     plural_head = bool(head) and nm.is_plural(head[-1]) and not head_has_id
+    ws0 = nm.words(spec.name)[:1]
+    resource_first = bool(ws0) and not verb.startswith(ws0[0])  # ``owners.get``: the resource is named in plural
     entity = _head_entity(head, known, set(id_ents.values()))
     entity = aliases.get(entity, entity) if entity else entity
     if entity is None:
@@ -238,7 +240,7 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
             plan.kind, plan.by_fields, plan.returns_id = "lookup", by_fields, head_has_id
         elif verb in nm.LOOKUP_VERBS and head_has_id and not pk_given and params:
             plan.kind, plan.by_fields, plan.returns_id = "lookup", [p for p in params if p in required] or list(params)[:1], True
-        elif verb == "count" or verb in nm.LIST_VERBS or plural_head:
+        elif verb == "count" or verb in nm.LIST_VERBS or (plural_head and not (resource_first and pk_given)):
             plan.kind, plan.count_only = "list", verb == "count"
         elif pk_given:
             plan.kind = "get"
@@ -368,7 +370,7 @@ def _unwrap(schema: dict | None) -> dict:
     return schema
 
 
-ID_PATTERN = re.compile(r"^\^?([A-Z]+)\\d\{(\d+)\}\$?$")
+ID_PATTERN = re.compile(r"^\^?([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?)\\d\{(\d+)\}\$?$")  # AC0001, PET-0001, 1Z0000001
 
 
 def id_pattern(schema: dict | None) -> tuple[str, int] | None:
@@ -583,6 +585,8 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
                     continue
                 if plan.kind == "create" and plan.other and id_param_entity(p, aliases) == plan.other:
                     c.add(sp, ps)
+                elif plan.kind == "update" and base not in c.fields and _suffix_field(base, c.fields):
+                    pass  # update_delivery_instructions(instructions): sets the existing delivery_instructions
                 elif not (plan.kind in ("update", "status") and base == f"{plan.entity}_id"):
                     c.add(base, ps)
             elif plan.kind == "lookup" and sp in plan.by_fields:
@@ -618,6 +622,11 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         if plan.kind == "create" and plan.other:
             c.add(f"{plan.other}_id", {"type": "string"})
     for c in b.colls.values():
+        nested = [_unwrap(v)["enum"] for f in c.fields.values() if f.type == "object" and f.properties
+                  for k, v in f.properties.items() if k == "status" and isinstance(v, dict) and _unwrap(v).get("enum")]
+        if "status" in c.fields and not c.fields["status"].enum and len(nested) == 1:
+            # freeze_membership(member_id) on members whose `membership.status` documents the statuses
+            c.fields["status"] = c.fields["status"].model_copy(update={"enum": list(nested[0])})
         if "status" in c.fields and not c.fields["status"].enum and not c.status_words:
             c.status_words = ["active", "inactive"]
         elif "status" in c.fields and not c.fields["status"].enum:
@@ -628,6 +637,12 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         name = toolset.name if isinstance(toolset, ToolSet) else str(toolset)
         b.coll(nm.singular(nm.snake(name)) or "record")
     return b.build()
+
+
+def _suffix_field(name: str, fields: Any) -> str | None:
+    """The one field named ``<something>_<name>``, if exactly one (see templates.suffix_field)."""
+    found = [f for f in fields if f.endswith(f"_{name}") and not f.endswith("_id") and not f.endswith("_ids")]
+    return found[0] if len(found) == 1 and len(name) > 3 else None
 
 
 def _status_words(text: str) -> list[str]:

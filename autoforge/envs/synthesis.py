@@ -23,11 +23,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from autoforge.envs.canonical import canonical_specs
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.sample import sample_arguments, sample_state
 from autoforge.envs.schema_offline import plan_tools, offline_state_schema
+from autoforge.envs import naming as nm
 from autoforge.envs.templates import offline_tool_code
 from autoforge.errors import ConfigError, LLMError
+from autoforge.llm import prompts as _prompts
 from autoforge.types import (
     CollectionSpec,
     EnvironmentRecord,
@@ -43,20 +46,9 @@ from autoforge.types import (
 
 STAGE = "synthesize"
 
-# The calling convention the sandbox enforces (autoforge.envs.sandbox), told to the LLM.
-TOOL_CODE_CONTRACT = (
-    "Write one Python function named exactly as the tool: `def <name>(state, <param>, <optional>=None, ...)` "
-    "(one keyword parameter per tool argument, optional ones default to None). `state` is a dict of "
-    "collections, each a dict of records keyed by id (records also hold their own id field). Read and "
-    "mutate `state` in place; return a JSON-serialisable dict. On a failed precondition (unknown id, "
-    "wrong status, not enough balance) return {\"error\": \"<reason>\"} without changing state; never raise. "
-    "Deterministic: new ids from next_id(state, collection, prefix) (O0007 after O0006), the clock is the "
-    "constants NOW ('2025-01-15T10:00:00') and TODAY ('2025-01-15'); add_days(date, n) and copy(value) "
-    "(deep copy) are available without import. No randomness, clock, files, network, classes, "
-    "`global`, or names/attributes starting with '_'. Allowed imports: math, re, json, datetime, copy, "
-    "itertools, functools, collections, string, decimal, typing. Also give the JSON Schema of what the "
-    "function returns on success (output_schema), its effect (read or write) and the main collection."
-)
+# The calling convention the sandbox enforces (autoforge.envs.sandbox), told to the LLM: one text,
+# owned by the prompt registry and built from the sandbox's constants.
+TOOL_CODE_CONTRACT = _prompts.TOOL_CODE_CONTRACT
 
 
 class ToolCodeReply(BaseModel):
@@ -123,17 +115,22 @@ def synthesize_environment(toolset: ToolSet, specs: list[ToolSpec], *, client: A
 
 
 def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | None) -> SynthesisResult:
-    schema = offline_state_schema(toolset, specs)
-    plans = plan_tools(specs)
+    # The rules read a canonical view (snake_case, ids as <entity>_id); agents keep the public names:
+    # arg_map = public name -> canonical name -> the code's Python parameter.
+    cspecs, renames = canonical_specs(specs)
+    schema = offline_state_schema(toolset, cspecs)
+    plans = plan_tools(cspecs)
     state = sample_state(schema)
-    drafts = [offline_tool_code(s, plans[s.name], schema) for s in specs]
+    drafts = [offline_tool_code(s, plans[s.name], schema) for s in cspecs]
     env_id = _env_id(toolset, schema, [d.source for d in drafts])
     tools, rejections = [], []
     for spec, draft in zip(specs, drafts):
+        py = draft.arg_map or {}
+        arg_map = {p: py.get(c, c) for p, c in renames[spec.name].items() if py.get(c, c) != p}
         tool = ToolCode(code_id=content_id("code", env_id, spec.name, draft.source), env_id=env_id, tool_id=spec.tool_id,
                         name=spec.name, source=draft.source, status="accepted", effect=draft.effect, kind=draft.kind,
                         collection=draft.collection, parameters=spec.parameters, output_schema=draft.output_schema,
-                        run_id=run_id)
+                        run_id=run_id, function_name=draft.function_name, arg_map=arg_map)
         res = smoke_until_success(tool, spec, state, schema, draft.collection, plans[spec.name].kind)
         if not res.ok:
             tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
@@ -146,12 +143,21 @@ MAX_SMOKE_RECORDS = 8  # sample records tried as the smoke call's subject before
 
 
 def smoke_arguments(spec: ToolSpec, state: dict, schema: StateSchema, collection: str | None, kind: str,
-                    record_index: int = 0) -> dict:
+                    record_index: int = 0, arg_map: dict[str, str] | None = None) -> dict:
     """Smoke-call arguments around record ``record_index`` of the tool's main collection: real
     ids and field values of the sample state where they fit.
 
-    A link tool gets a linked record other than the one already linked, so the call does not
-    hit "already assigned"."""
+    ``arg_map`` (ToolCode.arg_map): the values are chosen by the code's Python names (``assetTag``
+    -> ``asset_id`` finds the assets), the arguments keep the public names. A link tool gets a
+    linked record other than the one already linked, so the call does not hit "already assigned"."""
+    if arg_map:
+        params = spec.parameters or {}
+        renamed = {**params, "properties": {arg_map.get(k, k): v for k, v in (params.get("properties") or {}).items()},
+                   "required": [arg_map.get(r, r) for r in params.get("required") or []]}
+        public = {py: p for p, py in arg_map.items()}
+        inner = smoke_arguments(spec.model_copy(update={"parameters": renamed}), state, schema, collection, kind,
+                                record_index)
+        return {public.get(k, k): v for k, v in inner.items()}
     args = sample_arguments(spec.parameters, state, schema, collection, record_index=record_index,
                             fresh=kind == "create")
     if kind == "link" and collection:
@@ -180,7 +186,7 @@ def smoke_until_success(tool: ToolCode, spec: ToolSpec, state: dict, schema: Sta
     n = min(MAX_SMOKE_RECORDS, max((len(t) for t in state.values() if isinstance(t, dict)), default=1))
     first: CheckResult | None = None
     for idx in range(max(n, 1)):
-        res = check_tool(tool, state, smoke_arguments(spec, state, schema, collection, kind, idx))
+        res = check_tool(tool, state, smoke_arguments(spec, state, schema, collection, kind, idx, tool.arg_map))
         if not res.ok:
             return res
         first = first or res
@@ -234,7 +240,10 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
     for spec in specs:
         failures: list[tuple[CheckResult, int]] = []
         tool: ToolCode | None = None
-        messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT)
+        fname, arg_names = nm.function_name(spec.name), nm.argument_names(list((spec.parameters or {}).get("properties") or {}))
+        names = {"function_name": fname, "arg_names": arg_names}
+        messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT,
+                                     **names)
         for attempt in range(1, max_repairs + 2):
             try:
                 reply = client.structured("tool_code" if attempt == 1 else "tool_repair", messages, ToolCodeReply)
@@ -251,7 +260,8 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
                 break
             failures.append((res, attempt))
             tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
-            messages = prompts.tool_repair(spec, schema_json, reply.source, res.message(), contract=TOOL_CODE_CONTRACT)
+            messages = prompts.tool_repair(spec, schema_json, reply.source, res.message(), contract=TOOL_CODE_CONTRACT,
+                                           **names)
         assert tool is not None
         pending.append((spec, tool, failures))
     env_id = _env_id(toolset, schema, [t.source for _, t, _ in pending])
@@ -263,7 +273,9 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
 
 
 def _llm_tool(spec: ToolSpec, source: str, reply: ToolCodeReply | None, run_id: str | None, attempt: int) -> ToolCode:
+    arg_names = nm.argument_names(list((spec.parameters or {}).get("properties") or {}))
     return ToolCode(code_id=content_id("code", "pending", spec.name, source), env_id="pending", tool_id=spec.tool_id,
+                    function_name=nm.function_name(spec.name), arg_map={p: py for p, py in arg_names.items() if p != py},
                     name=spec.name, source=source or "# no source", status="accepted", attempts=attempt,
                     effect=(reply.effect if reply else spec.effect), kind="llm",
                     collection=reply.collection if reply else None, parameters=spec.parameters,

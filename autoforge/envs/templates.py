@@ -49,8 +49,9 @@ from autoforge.envs.schema_offline import (
 )
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSpec
 
-# Names the generated code uses itself; a parameter with one of these names (or one that is
-# not an identifier) switches the function to the ``def tool(state, **args)`` form.
+# Names the generated code uses itself: a parameter with one of these names (or one that is not
+# a usable identifier: ``order-id``, ``from``, ``state``) gets another Python name
+# (:func:`naming.argument_names`; recorded as ToolCode.arg_map, applied by the runtime).
 RESERVED = {"state", "db", "args", "table", "record", "result", "results", "key", "value", "new_id", "other",
             "target", "item", "items_list", "copy", "NOW", "TODAY", "next_id", "add_days", "error", "len", "str",
             "int", "float", "isinstance", "sorted", "list", "dict", "bool", "round", "min", "max", "sum", "any",
@@ -76,6 +77,8 @@ class ToolDraft:
     collection: str | None
     effect: str
     output_schema: dict[str, Any] | None
+    function_name: str = ""  # the Python function (ToolCode.function_name)
+    arg_map: dict[str, str] | None = None  # public -> Python argument names, where they differ (ToolCode.arg_map)
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -87,7 +90,14 @@ def lit(value: Any) -> str:
 
 
 def func_name(tool_name: str) -> str:
-    return tool_name if nm.is_identifier(tool_name) else (nm.snake(tool_name) or "tool")
+    """The Python function name of a tool (:func:`naming.function_name`)."""
+    return nm.function_name(tool_name)
+
+
+def suffix_field(name: str, fields: Any) -> str | None:
+    """The one field named ``<something>_<name>`` (``instructions`` -> ``delivery_instructions``), if exactly one."""
+    found = [f for f in fields if f.endswith(f"_{name}") and not f.endswith("_id") and not f.endswith("_ids")]
+    return found[0] if len(found) == 1 and len(name) > 3 else None
 
 
 class Code:
@@ -158,7 +168,7 @@ class Ctx:
         self.fields = {f.name: f for f in self.coll.fields}
         self.params: dict[str, dict] = {k: (_unwrap(v) if isinstance(v, dict) else {}) for k, v in _props(spec.parameters).items()}
         self.required = set((spec.parameters or {}).get("required") or [])
-        self.kwargs_style = any(not nm.is_identifier(p) or p in RESERVED for p in self.params)
+        self.py = nm.argument_names(list(self.params), nm.CODE_RESERVED | RESERVED)  # public -> Python name
         self.db = "state"  # the sandbox requires the first parameter to be named ``state``
 
     def set_main(self, coll: CollectionSpec) -> None:
@@ -187,23 +197,24 @@ class Ctx:
 
     # parameter access ---------------------------------------------------------------
     def v(self, p: str) -> str:
-        """Python expression for the value of parameter ``p``."""
-        return f"args.get({p!r})" if self.kwargs_style else p
+        """Python expression for the value of (public) parameter ``p``: its Python name."""
+        return self.py[p]
+
+    @property
+    def arg_map(self) -> dict[str, str]:
+        return {p: py for p, py in self.py.items() if p != py}
 
     def signature(self, doc: str) -> list[str]:
         name = func_name(self.spec.name)
-        if self.kwargs_style:
-            head = f"def {name}(state, **args):"
-        else:
-            parts = ["state"]
-            req = [p for p in self.params if p in self.required]
-            opt = [p for p in self.params if p not in self.required]
-            parts += req
-            for p in opt:
-                default = self.params[p].get("default")
-                ok = default is None or isinstance(default, (str, int, float, bool))
-                parts.append(f"{p}={lit(default) if ok else 'None'}")
-            head = f"def {name}({', '.join(parts)}):"
+        parts = ["state"]
+        req = [p for p in self.params if p in self.required]
+        opt = [p for p in self.params if p not in self.required]
+        parts += [self.py[p] for p in req]
+        for p in opt:
+            default = self.params[p].get("default")
+            ok = default is None or isinstance(default, (str, int, float, bool))
+            parts.append(f"{self.py[p]}={lit(default) if ok else 'None'}")
+        head = f"def {name}({', '.join(parts)}):"
         doc = re.sub(r"\s+", " ", doc).replace("\\", "/").replace('"""', "'").strip()[:300] or self.spec.name
         return [head, f'    """{doc}"""']
 
@@ -254,7 +265,7 @@ class Ctx:
         for cand in (p, sp, sp[4:] if sp.startswith("new_") else None, sp[8:] if sp.startswith("updated_") else None):
             if cand and cand in self.fields:
                 return cand
-        return None
+        return suffix_field(sp, self.fields)
 
     def status_field(self) -> FieldSpec | None:
         return self.fields.get("status")
@@ -553,6 +564,11 @@ def t_status(x: Ctx) -> tuple[str, dict]:
     x.emit_ref_checks(c, skip={pk})
     x.emit_status_precondition(c, target.replace("_", " "), target)
     c(f"record['status'] = {target!r}")
+    for p, rcoll in x.ref_params(skip={pk}):  # check_out_asset(asset, employee): the record now points at it
+        f = x.field_for(p) or next((fs.name for fs in x.coll.fields if fs.ref == rcoll.name and fs.type == "string"), None)
+        if f:
+            c(f"if {x.v(p)} is not None:")
+            c(f"    record[{f!r}] = {x.v(p)}")
     for p in x.params:
         if p == pk or x.ent(p):
             continue
@@ -815,4 +831,4 @@ def offline_tool_code(spec: ToolSpec, plan: ToolPlan, schema: StateSchema) -> To
     x = Ctx(spec, plan, schema)
     source, out = TEMPLATES[plan.kind](x)
     return ToolDraft(name=spec.name, source=source, kind=plan.kind, collection=x.coll.name,
-                     effect=plan.effect, output_schema=out)
+                     effect=plan.effect, output_schema=out, function_name=func_name(spec.name), arg_map=x.arg_map)
