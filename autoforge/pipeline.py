@@ -85,6 +85,30 @@ class FactoryParams(BaseModel):
                 raise ConfigError(f"tool-doc path {p!r} does not exist (paths are read on the machine running the flow)")
         if self.backend == "openai" and not get_settings().openai_base_url:
             raise ConfigError("backend 'openai' needs AUTOFORGE_OPENAI_BASE_URL (and AUTOFORGE_OPENAI_MODEL) set")
+        if self.warehouse is not None:
+            if not self.warehouse.strip():
+                raise ConfigError("warehouse is an empty string: give a DuckDB file path or SQLAlchemy URL, or leave it "
+                                  "unset for the default (AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
+            if "://" not in self.warehouse and Path(self.warehouse).expanduser().is_dir():
+                raise ConfigError(f"warehouse {self.warehouse!r} is a directory: give a file path inside it, "
+                                  f"e.g. {str(Path(self.warehouse) / 'autoforge.duckdb')!r}")
+        if self.env is not None:
+            known = self.known_environments()
+            if self.env not in known:
+                raise ConfigError(f"unknown environment {self.env!r}; valid environments: {', '.join(sorted(known))}")
+
+    def known_environments(self) -> set[str]:
+        """Tool-set names this batch can produce: those in its tool docs plus those already in the warehouse."""
+        from autoforge.tooldocs.ingest import bundled_corpus_path, ingest_paths
+        from autoforge.warehouse import query, table_exists
+        from autoforge.warehouse.engine import duckdb_path, resolve_url
+
+        paths = [*self.paths, *([str(bundled_corpus_path())] if self.bundled else [])]
+        names = {t.name for t in ingest_paths(paths).toolsets}
+        db = duckdb_path(resolve_url(self.warehouse))
+        if (db is None or db.exists()) and table_exists(self.warehouse, "toolsets"):
+            names |= {r["name"] for r in query(self.warehouse, "SELECT name FROM toolsets", read_only_check=False)}
+        return names
 
 
 BACKENDS = ("offline", "openai")
