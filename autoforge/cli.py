@@ -240,6 +240,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+@command("serve")
+def cmd_serve(args: argparse.Namespace) -> int:
+    _prefect_env()
+    os.environ["PREFECT_LOGGING_LEVEL"] = "INFO"
+    from flows.serve import serve_all
+
+    print("serving the deployments of deployments/prefect.yaml from this process (Ctrl-C stops; schedules "
+          f"{'on' if not args.no_schedules else 'off'}). Set PREFECT_API_URL to use a running Prefect server/UI.")
+    serve_all(_wh(args), limit=args.limit, names=args.names or None, schedules=not args.no_schedules)
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -312,6 +324,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-turns", type=int, default=40, help="turn limit per episode")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    s = sub.add_parser("serve", parents=[common], help="serve every Prefect deployment with its schedule from one process",
+                       description="The single-process alternative to work pools and workers: serves the deployments "
+                                   "of deployments/prefect.yaml (factory nightly, training weekly, every stage on "
+                                   "demand) until interrupted. Trigger runs from the Prefect UI or `prefect deployment run`.")
+    s.add_argument("names", nargs="*", metavar="DEPLOYMENT", help="only these deployments (default: all)")
+    s.add_argument("--limit", type=int, default=1,
+                   help="flow runs at once in this process (default 1: DuckDB has one writer)")
+    s.add_argument("--no-schedules", action="store_true", help="serve without schedules (runs only when triggered)")
 
     for extra in EXTRA_PARSERS:
         extra(sub, common)

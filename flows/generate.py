@@ -11,6 +11,7 @@ from collections import Counter
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from autoforge.tasks.stages import StageResult, client_for, finish, generate_env, load_inputs, persist, run_record, stage_counts
 from autoforge.types import EnvironmentRecord, Run, TaskDag, ToolCode
@@ -59,7 +60,7 @@ def generate_tasks(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("generating tasks for %s failed: %s", e.name, exc)
     counts = stage_counts(results, 0.0)
-    persist_task(results, finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
+    persist_task(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
     table = [{"environment": names.get(r.env_id, r.env_id), "attempts": r.attempts, "tasks": len(r.tasks),
               "top_drops": ", ".join(f"{k} ({v})" for k, v in Counter(x.reason for x in r.rejections).most_common(3)) or "-"}

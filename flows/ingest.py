@@ -11,6 +11,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from autoforge.errors import ConfigError
 from autoforge.tooldocs import IngestResult, bundled_corpus_path, ingest_paths
@@ -71,7 +72,7 @@ def ingest_tool_docs(
         logger.warning("rejected: %s", error)
     counts = result.counts()
     run = run.finish(docs_in=counts["docs"], docs_rejected=counts["rejected"], toolsets=counts["toolsets"], tools=counts["tools"])
-    written = persist_ingest(result, run, warehouse)
+    written = persist_ingest(quote(result), run, warehouse)
     rows = toolset_rows(result)
     create_table_artifact(
         key="ingest-toolsets",

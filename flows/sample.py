@@ -10,6 +10,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from autoforge.tasks.stages import (SampleResult, client_for, finish, load_inputs, persist, run_record, sample_counts,
                                     sample_env)
@@ -70,7 +71,7 @@ def sample_tool_sequences(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("sampling %s failed: %s", e.name, exc)
     counts = sample_counts(results, 0.0)
-    persist_task(results, finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
+    persist_task(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
     table = [r.row(names.get(r.env_id, "")) for r in results]
     create_table_artifact(key="sample-tool-sequences",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from autoforge.envs.stage import STAGE, finish_run, load_inputs, persist, summary, synthesize_one
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table, toolset_specs
@@ -56,7 +57,7 @@ def synthesize_environments(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("environment %s failed: %s", ts.name, exc)
     run = finish_run(run, results)
-    written = persist_task(results, run, warehouse)
+    written = persist_task(quote(results), run, warehouse)
     table = acceptance_table(results)
     for row in table:
         logger.info("%s: %s/%s tools accepted (%s)", row["environment"], row["accepted"], row["tools"], row["status"])

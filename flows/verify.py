@@ -11,6 +11,7 @@ from collections import Counter
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from autoforge.tasks.stages import StageResult, finish, load_inputs, persist, run_record, stage_counts, verify_env
 from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
@@ -50,7 +51,7 @@ def verify_tasks(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("verifying %s failed: %s", e.name, exc)
     counts = stage_counts(results, 0.0)
-    persist_task(results, finish(run, counts, failed=len(results) < len(todo)), warehouse)
+    persist_task(quote(results), finish(run, counts, failed=len(results) < len(todo)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
     table = [{"environment": names.get(r.env_id, r.env_id), "checked": r.attempts,
               "verified": sum(t.status == "verified" for t in r.tasks),

@@ -85,7 +85,13 @@ def connect(
         )
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(url, read_only=read_only)
+    try:
+        engine = make_engine(url, read_only=read_only)
+    except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise WarehouseError(
+            f"cannot use warehouse URL {url!r}: {exc}. Install the database driver it names "
+            "(e.g. `pip install psycopg` for postgresql://) or use a DuckDB file path."
+        ) from exc
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:

@@ -1,0 +1,114 @@
+"""Prefect's share of the factory's wall time: the same batch through the `factory` flow and
+through the plain library path (``autoforge.pipeline.run_factory``), each into a fresh warehouse.
+
+    python benchmarks/prefect_overhead.py                         # 2 environments, 10 tasks each
+    python benchmarks/prefect_overhead.py --max-envs 11 --tasks-per-env 110 --repeat 1   # the full corpus
+    PREFECT_API_URL=http://127.0.0.1:4200/api python benchmarks/prefect_overhead.py      # against a server
+
+Prints the wall time of each path, the orchestration overhead (flow minus library) and its
+share of the flow's wall time, and checks that both paths stored the same number of rows per
+table. Without ``PREFECT_API_URL`` the flow talks to an ephemeral server started in this
+process; its start-up (9-24 s on a loaded 2-core machine) is paid once, timed on its own
+with an empty flow, and NOT counted in the overhead. With ``--repeat N`` the two paths
+alternate N times and medians are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TABLES = ("runs", "tool_docs", "tool_specs", "toolsets", "environments", "tool_code", "tool_graphs", "tool_sequences",
+          "task_dags", "tasks", "verification_results", "rejections")
+
+
+def counts(warehouse: str) -> dict[str, int]:
+    from autoforge.warehouse import query
+
+    return {t: query(warehouse, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in TABLES}
+
+
+def run_library(params: dict, warehouse: str) -> tuple[float, dict]:
+    from autoforge.pipeline import FactoryParams, run_factory
+
+    t0 = time.perf_counter()
+    out = run_factory(FactoryParams(**params, warehouse=warehouse))
+    return time.perf_counter() - t0, out["stages"]
+
+
+def run_flow(params: dict, warehouse: str) -> float:
+    from flows.factory import factory
+
+    t0 = time.perf_counter()
+    factory(**params, warehouse=warehouse)
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--max-envs", type=int, default=2, help="environments in the batch (default 2; 11 = whole corpus)")
+    ap.add_argument("--tasks-per-env", type=int, default=10, help="candidate tasks per environment (default 10)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=1, help="alternate the two paths N times, report medians")
+    ap.add_argument("--keep", metavar="DIR", help="write the warehouses here instead of a temporary folder")
+    args = ap.parse_args(argv)
+    params = {"max_envs": args.max_envs, "tasks_per_env": args.tasks_per_env, "seed": args.seed}
+
+    from prefect import flow
+
+    @flow(name="warm-up")
+    def warm_up() -> None:
+        return None
+
+    t0 = time.perf_counter()
+    warm_up()
+    server_s = time.perf_counter() - t0
+    where = "ephemeral server start + empty flow" if not os.environ.get("PREFECT_API_URL") else "empty flow (server given)"
+    print(f"Prefect {where}: {server_s:.1f} s (not counted below)")
+
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="af-overhead-"))
+    root.mkdir(parents=True, exist_ok=True)
+    lib_s, flow_s, stage_s = [], [], []
+    for i in range(args.repeat):
+        lib_wh, flow_wh = str(root / f"library-{i}.duckdb"), str(root / f"flow-{i}.duckdb")
+        for p in (lib_wh, flow_wh):
+            Path(p).unlink(missing_ok=True)
+        s, stages = run_library(params, lib_wh)
+        lib_s.append(s)
+        stage_s.append(stages)
+        flow_s.append(run_flow(params, flow_wh))
+        c_lib, c_flow = counts(lib_wh), counts(flow_wh)
+        if c_lib != c_flow:
+            diff = {t: (c_lib[t], c_flow[t]) for t in TABLES if c_lib[t] != c_flow[t]}
+            print(f"WARNING: library and flow stored different rows (library, flow): {diff}")
+
+    lib, fl = statistics.median(lib_s), statistics.median(flow_s)
+    overhead = fl - lib
+    tasks = c_flow["tasks"]
+    print(f"\nfactory batch: {args.max_envs} environments x {args.tasks_per_env} tasks/env, seed {args.seed}; "
+          f"{tasks} tasks stored ({'median of ' + str(args.repeat) if args.repeat > 1 else '1 run'})")
+    print(f"{'path':<28}{'wall s':>10}")
+    print(f"{'library (run_factory)':<28}{lib:>10.2f}")
+    print(f"{'Prefect flow (factory)':<28}{fl:>10.2f}")
+    print(f"{'orchestration overhead':<28}{overhead:>10.2f}")
+    print(f"Prefect's share of the factory wall time: {100 * overhead / fl:.0f}% "
+          f"(work itself: {100 * lib / fl:.0f}%)")
+    print("library time per stage: " + ", ".join(f"{k} {v['seconds']:.2f} s" for k, v in stage_s[-1].items()))
+    if not args.keep:
+        print(f"(warehouses in {root})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
