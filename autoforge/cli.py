@@ -252,6 +252,96 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_hf() -> None:
+    """No per-shard progress bars from transformers in our output (our own progress lines say what happens)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001 - cosmetic only
+        pass
+
+
+def _train_progress(console):
+    """A progress callback for training: one line per step with the headline metrics."""
+
+    def progress(phase: str, step: int, total: int, metrics: dict) -> None:
+        keys = ("loss", "reward_mean", "masked_frac", "dropped_tasks", "tokens_per_s", "pass_hat_1")
+        shown = ", ".join(f"{k}={metrics[k]:.4g}" if isinstance(metrics.get(k), float) else f"{k}={metrics[k]}"
+                          for k in keys if metrics.get(k) is not None)
+        console.print(f"  {phase} {step}/{total}: {shown}", markup=False, highlight=False)
+
+    return progress
+
+
+@command("train")
+def cmd_train(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from autoforge.rl.run import run_training
+
+    console = Console()
+    _quiet_hf()
+    overrides = dict(kv.split("=", 1) for kv in args.set or [])
+    config = args.config
+    if overrides:
+        from autoforge.rl.run import as_config
+
+        config = as_config({**as_config(args.config).model_dump(mode="json"), **overrides})
+    out = run_training(_wh(args), config, progress=_train_progress(console), out_dir=args.out)
+    console.print(out["table_markdown"])
+    console.print(f"learning curve: {out['curve']}   checkpoint: {out['checkpoint']}   run: {out['train_run_id']}")
+    return 0
+
+
+@command("demo")
+def cmd_demo(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from autoforge.pipeline import FactoryParams
+    from autoforge.rl.run import demo_training
+    from autoforge.rollout.evaluate import format_report, run_eval
+    from autoforge.warehouse import apply_migrations, resolve_url
+
+    console = Console()
+    _quiet_hf()
+    wh = _wh(args)
+    t0 = time.time()
+    console.rule("[bold]AutoForge demo: tool docs -> environments -> verified tasks -> ERPO")
+    apply_migrations(wh)
+    console.print(f"warehouse: {resolve_url(wh)}")
+    console.rule("1. the factory on the bundled tool docs")
+    params = FactoryParams(tasks_per_env=args.tasks_per_env, seed=args.seed, bundled=True, warehouse=wh,
+                           max_envs=args.max_envs)
+    result = run_factory_cli(params, use_prefect=not args.no_prefect)
+    print_factory_summary(wh, result)
+    console.rule("2. the oracle agent solves the held-out tasks through dialogue (proves they are solvable)")
+    summary = run_eval(wh, agent="oracle", user="offline", trials=1, split="test")
+    console.print(format_report(summary, max_failures=5).splitlines()[0])
+    overall = [r for r in summary["results"] if r["env_id"] is None]
+    console.print(f"  oracle pass^1 on {overall[0]['n_tasks']} held-out tasks: {overall[0]['pass_hat_k']:.3f}")
+    if args.train_steps > 0:
+        console.rule(f"3. a short ERPO run: tiny policy, SFT cold start, {args.train_steps} ERPO steps")
+        out_dir = Path(args.out)
+        out = demo_training(wh, out_dir, steps=args.train_steps, progress=_train_progress(console))
+        console.print(out["table_markdown"])
+        console.print(f"  learning curve: {out['curve']}")
+    console.rule(f"done in {time.time() - t0:.0f}s")
+    w = f" --warehouse {wh}" if wh else ""
+    console.print("Look around:\n"
+                  f"  autoforge sql{w} \"SELECT * FROM v_environments\"\n"
+                  f"  autoforge sql{w} \"SELECT env_id, count(*) FROM v_curated_tasks GROUP BY 1\"\n"
+                  f"  autoforge sql{w} \"SELECT * FROM v_stage_funnel\"\n"
+                  f"  autoforge sql{w} \"SELECT * FROM v_eval_results\"\n"
+                  f"  duckdb {resolve_url(wh).split(':///', 1)[-1]}   # the stock DuckDB shell opens it too")
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -333,6 +423,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=int, default=1,
                    help="flow runs at once in this process (default 1: DuckDB has one writer)")
     s.add_argument("--no-schedules", action="store_true", help="serve without schedules (runs only when triggered)")
+
+    s = sub.add_parser("train", parents=[common], help="SFT cold start then ERPO on curated tasks (torch + transformers)",
+                       description="Trains a policy on the warehouse's curated tasks: SFT on gold dialogues, then ERPO "
+                                   "(environment-level advantage, user-error masking, dynamic sampling). Evaluates the "
+                                   "held-out split before and after, writes training_runs/training_steps, a learning-curve "
+                                   "PNG and a before/after table. A killed run resumes from its last checkpoint.")
+    s.add_argument("--config", metavar="FILE", default=None,
+                   help="YAML/JSON TrainConfig (default: the built-in defaults; every field documented in "
+                        "autoforge/rl/config.py)")
+    s.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override one config field (repeatable)")
+    s.add_argument("--out", default=None, metavar="DIR", help="where the curve and table go (default: checkpoint dir)")
+
+    s = sub.add_parser("demo", parents=[common], help="the whole factory on the bundled docs, then a short ERPO run",
+                       description="Runs every stage end to end into the warehouse (default ./autoforge.duckdb): the "
+                                   "factory (ingest, synthesize, sample, generate, verify) on the bundled tool docs, an "
+                                   "oracle evaluation of the held-out tasks, and a short ERPO run of a tiny local policy.")
+    s.add_argument("--tasks-per-env", type=int, default=110, help="candidate tasks per environment")
+    s.add_argument("--max-envs", type=int, default=None, help="at most this many environments (quicker)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--train-steps", type=int, default=2, help="ERPO steps of the short run (0 skips training)")
+    s.add_argument("--out", default="runs/demo", metavar="DIR", help="checkpoints, learning curve, before/after table")
+    s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
 
     for extra in EXTRA_PARSERS:
         extra(sub, common)
