@@ -179,7 +179,7 @@ def test_reasoning_ops_fail_loudly():
 
 def test_build_dag_inserts_select_for_lists(env, tools, graph):
     seq = ToolSequence(seq_id="s1", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "cancel_order"])
-    dag = build_dag(seq, graph, tools, env, seed=0, knobs=DagKnobs(p_chain=0, p_find=0))
+    dag = build_dag(seq, graph, tools, env, seed=0, knobs=DagKnobs(p_chain=0, p_find=0, p_compare=0))
     kinds = [(n.kind, n.tool or n.op) for n in dag.nodes]
     assert kinds[:2] == [("tool", "find_user_id_by_email"), ("tool", "list_user_orders")]
     r = next(n for n in dag.nodes if n.kind == "reasoning")
@@ -234,3 +234,77 @@ def test_build_dags_over_sampled_sequences(env, tools, graph):
     assert any(n.kind == "reasoning" for d in dags for n in d.nodes)
     again, _ = build_dags(graph, seqs, tools, env, seed=5, variants=2)
     assert [d.dag_id for d in again] == [d.dag_id for d in dags]
+
+
+# --------------------------------------------------------------------------- one lookup per user, new reasoning ops
+
+
+def test_merge_keeps_one_id_lookup_even_after_a_write(env, tools):
+    """find_user_id_by_email returns only the id, which a write to users does not change: the second is redundant."""
+    bn = by_name(tools)
+    tier = bn["cancel_order"].model_copy(update={"name": "set_user_tier", "collection": "users"})
+    a = ToolSequence(seq_id="a", env_id=m.ENV_ID, tools=["find_user_id_by_email", "set_user_tier"])
+    b = ToolSequence(seq_id="b", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "cancel_order"])
+    merged, removed = merge_pair(a, b, [*tools, tier], env=env)
+    assert removed == 1 and merged.tools.count("find_user_id_by_email") == 1
+    # a full read (get_user) after a write to users still sees new data: it stays
+    c = ToolSequence(seq_id="c", env_id=m.ENV_ID, tools=["find_user_id_by_email", "get_user", "set_user_tier"])
+    d = ToolSequence(seq_id="d", env_id=m.ENV_ID, tools=["get_user", "list_user_orders", "cancel_order"])
+    assert merge_pair(c, d, [*tools, tier], env=env)[0].tools.count("get_user") == 2
+
+
+def test_dag_asks_the_user_once_for_their_identity(env, tools, graph):
+    seq = ToolSequence(seq_id="s4", env_id=m.ENV_ID, requirements=[0, 0, 0, 1, 1, 1],
+                       tools=["find_user_id_by_email", "list_user_orders", "cancel_order",
+                              "find_user_id_by_email", "list_user_orders", "update_delivery_date"])
+    dag = build_dag(seq, graph, tools, env, seed=0)
+    assert [n.tool for n in dag.nodes if n.kind == "tool"].count("find_user_id_by_email") == 1
+    facts = [s.fact for n in dag.nodes for s in n.args.values() if s.kind == "user"]
+    assert facts.count("email") == 1 and "email_2" not in facts and dag.n_requirements == 2
+
+
+def test_fact_names_tell_roles_apart(env, tools, graph):
+    """A find/filter value is named field-first (order_status), a second write's value by its entity."""
+    seq = ToolSequence(seq_id="s5", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "cancel_order"])
+    dag = build_dag(seq, graph, tools, env, seed=0, knobs=DagKnobs(p_compare=0, p_chain=1))
+    assert "order_status" in {s.fact for n in dag.nodes for s in n.args.values() if s.kind == "user"}
+
+
+def _ops(dag):
+    return {n.op for n in dag.nodes if n.kind == "reasoning"}
+
+
+def test_compare_is_placed_as_a_list_choice(env, tools, graph):
+    seq = ToolSequence(seq_id="s6", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "cancel_order"])
+    dag = build_dag(seq, graph, tools, env, seed=0, knobs=DagKnobs(p_compare=1))
+    cmp_ = next(n for n in dag.nodes if n.op == "compare")
+    left, right = (next(n for n in dag.nodes if n.node_id == cmp_.args[k].node) for k in ("left", "right"))
+    assert {left.op, right.op} == {"argmax", "argmin"} and left.params["field"] == right.params["field"]
+    assert cmp_.params["field"] != left.params["field"] and cmp_.params["pick"] in ("max", "min")
+    cancel = next(n for n in dag.nodes if n.tool == "cancel_order")
+    assert cancel.args["order_id"] == ArgSource(kind="node", node=cmp_.node_id, path="order_id")
+
+
+def test_count_and_sum_feed_a_numeric_write(env, tools, graph):
+    """create_order.quantity from the number of my orders, or from the sum of their quantities."""
+    seq = ToolSequence(seq_id="s7", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "create_order"])
+    seen = {}
+    for seed in range(30):
+        dag = build_dag(seq, graph, tools, env, seed=seed, knobs=DagKnobs(p_aggregate=1))
+        create = next(n for n in dag.nodes if n.tool == "create_order")
+        src = next(n for n in dag.nodes if n.node_id == create.args["quantity"].node)
+        assert src.op in ("count", "sum")
+        seen.setdefault(src.op, src)
+    assert set(seen) == {"count", "sum"}
+    assert seen["sum"].params == {"field": "quantity"}
+    # no aggregate for a parameter that is not a count or an amount
+    assert not any(op in ("count", "sum") for op in _ops(build_dag(
+        ToolSequence(seq_id="s8", env_id=m.ENV_ID, tools=["find_user_id_by_email", "list_user_orders", "update_delivery_date"]),
+        graph, tools, env, seed=0, knobs=DagKnobs(p_aggregate=1))))
+
+
+def test_sampled_dags_use_every_op_family(env, tools, graph):
+    seqs = sample_sequences(graph, tools, 30, seed=1, env=env)
+    dags, _ = build_dags(graph, seqs, tools, env, seed=1, variants=2)
+    ops = set().union(*(_ops(d) for d in dags))
+    assert {"compare", "count", "sum", "filter", "add_days"} <= ops and ops & {"argmax", "argmin"}

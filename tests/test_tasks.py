@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 
 import pytest
 
@@ -257,3 +258,97 @@ def test_generate_one_task_with_runtime_interface(env, tools, dags):
         except (DagExecutionError, PhrasingError):
             continue
     assert task is not None and task.status == "generated"
+
+
+# --------------------------------------------------------------------------- hidden facts, one value per fact, new ops
+
+from autoforge.dags.build import DagKnobs, build_dag  # noqa: E402
+from autoforge.rollout import dialogue as D  # noqa: E402
+from autoforge.tasks.instantiate import FactChooser  # noqa: E402
+from autoforge.tasks.phrasing import StatePolicy  # noqa: E402
+from autoforge.types import ToolSequence  # noqa: E402
+
+
+def _verbatim(task) -> list[str]:
+    return [k for k, v in task.user_facts.items() if D.states_value(task.request, v)]
+
+
+def test_request_states_no_hidden_value_and_names_every_hidden_fact(env, tools, dags):
+    """With nothing stated, no fact value is in the request; each fact but the user's identity is named."""
+    by_name = {t.name: t for t in tools}
+    n = 0
+    for i, dag in enumerate(dags):
+        world = make_world(env, random.Random(i))
+        facts: dict = {}
+        try:
+            run = run_dag(m.LocalEnvironment(tools), dag, world, facts, chooser=FactChooser(env, by_name, random.Random(i), facts))
+        except DagExecutionError:
+            continue
+        draft = write_request(dag, run, by_name, env, random.Random(i), StatePolicy(0, 0, 0, 0))
+        assert draft.stated == set() and draft.hidden == set(run.facts)
+        for k, v in run.facts.items():
+            assert not D.states_value(draft.request, v), (k, v, draft.request)
+            if k not in ("email", "user_id"):  # the user's identity: the agent asks who they are
+                assert D.mentions(draft.request, k), (k, draft.request)
+        n += 1
+    assert n >= 20
+
+
+def test_generated_requests_state_at_most_one_value_per_requirement(env, tools, dags):
+    tasks, _ = generate_tasks(env, tools, dags, seed=6, n_tasks=40, env_factory=m.LocalEnvironment)
+    n_facts = n_stated = 0
+    for t in tasks:
+        said = _verbatim(t)
+        assert len(said) <= t.n_requirements, (t.request, t.user_facts)
+        assert not {"email", "user_id"} & set(said)  # identity is never volunteered
+        n_facts, n_stated = n_facts + len(t.user_facts), n_stated + len(said)
+    assert n_facts and n_stated / n_facts < 0.3
+
+
+def test_no_two_facts_of_one_parameter_share_a_value(env, tools, dags):
+    """``quantity`` and ``order_quantity`` (two orders), ``order_status`` twice: distinct values, or no task."""
+    tasks, rejections = generate_tasks(env, tools, dags, seed=7, n_tasks=40, env_factory=m.LocalEnvironment)
+    stem = lambda k: re.sub(r"^(order|user|product)_(?!id)|_\d+$", "", k)  # noqa: E731
+    for t in tasks:
+        by_stem: dict = {}
+        for k, v in t.user_facts.items():
+            by_stem.setdefault(stem(k), []).append(v)
+        for s, vals in by_stem.items():
+            assert all(a != b for i, a in enumerate(vals) for b in vals[i + 1:]), (s, t.user_facts)
+
+
+def _task_with_op(env, tools, graph, seq_tools, op, knobs):
+    """A verified task whose DAG holds ``op`` (first DAG seed and world that work)."""
+    by_name = {t.name: t for t in tools}
+    seq = ToolSequence(seq_id=f"s_{op}", env_id=m.ENV_ID, tools=seq_tools)
+    for seed in range(40):
+        dag = build_dag(seq, graph, tools, env, seed=seed, knobs=knobs)
+        if op not in {n.op for n in dag.nodes}:
+            continue
+        for i in range(10):
+            try:
+                task = generate_task(env, by_name, dag, m.LocalEnvironment(tools), random.Random(f"{seed}:{i}"))
+            except (DagExecutionError, PhrasingError):
+                continue
+            return task, dag
+    raise AssertionError(f"no task with a {op} node")
+
+
+@pytest.mark.parametrize("op,seq,knobs", [
+    ("compare", ["find_user_id_by_email", "list_user_orders", "cancel_order"], DagKnobs(p_compare=1)),
+    ("count", ["find_user_id_by_email", "list_user_orders", "create_order"], DagKnobs(p_aggregate=1)),
+    ("sum", ["find_user_id_by_email", "list_user_orders", "create_order"], DagKnobs(p_aggregate=1)),
+])
+def test_new_op_placements_give_verified_tasks_solvable_in_dialogue(env, tools, op, seq, knobs):
+    from autoforge.rollout.agents import OracleAgent
+    from autoforge.rollout.engine import run_episode
+    from autoforge.rollout.toolcalls import tool_schemas
+    from autoforge.rollout.users import OfflineUser
+
+    task, dag = _task_with_op(env, tools, build_graph(env, tools), seq, op, knobs)
+    out, results, _ = verify(env, tools, [task], [dag])
+    assert out[0].status == "verified", failed(results, task.task_id)
+    ep = run_episode(task, m.LocalEnvironment(tools), OracleAgent(), OfflineUser(task), tools=tool_schemas(tools), dag=dag).episode
+    assert ep.reward == 1.0, (ep.termination, ep.termination_detail)
+    words = {"compare": "whichever of", "count": "the number of", "sum": "the total quantity of"}[op]
+    assert words in task.request, task.request

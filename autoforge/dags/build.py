@@ -10,8 +10,13 @@ result G_k = (T''_k, E_k) is the blueprint of one task. Offline rules stand in f
 - a binding out of a list (``orders.*.order_id``) needs a choice: a select node
   (``argmax``/``argmin`` on a numeric or date field, ``find`` by an enum field whose value
   the user states, or ``filter`` then ``argmax``), whose result then feeds the parameter;
+  or ``compare`` of the ``argmax`` and ``argmin`` items by a second field ("compare totals");
+- a write's numeric parameter may be a ``count``/``sum`` over a record list the task owns
+  (optionally filtered), by name affinity (:mod:`autoforge.dags.aggregates`);
 - a write's date or numeric parameter may instead be derived from the target record's
   current value (``add_days``, ``add``) rather than stated by the user;
+- the user's identity (their email, their id) is one fact however often it is needed, and a
+  repeated lookup of the user is dropped;
 - any other parameter is a user fact (``ArgSource(kind="user")``), instantiated per task.
 
 :func:`validate_dag` checks the result (acyclic by networkx, every argument sourced from an
@@ -27,8 +32,10 @@ from typing import Any, Iterable
 
 import networkx as nx
 
-from autoforge.dags.graph import _types, is_key_param, key_fields, output_paths, param_schemas, required_params
+from autoforge.dags.aggregates import ListSource, countable, list_sources, sum_fields
+from autoforge.dags.graph import PERSON, _types, is_key_param, key_fields, output_paths, param_schemas, required_params
 from autoforge.dags.reasoning import OPS, get_op
+from autoforge.dags.sequences import is_lookup
 from autoforge.errors import AutoforgeError
 from autoforge.types import (ArgSource, DagNode, EnvironmentRecord, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)
@@ -53,6 +60,9 @@ class DagKnobs:
     p_find: float = 0.35  # list choice by an enum value the user states (find) instead of argmax/argmin
     p_add_days: float = 0.6  # a write's date parameter as add_days(current value) instead of a stated date
     p_add: float = 0.4  # a write's numeric parameter as add(current value, delta)
+    p_compare: float = 0.25  # list choice as compare(argmax f, argmin f) on a second field g ("compare totals")
+    p_aggregate: float = 0.6  # a write's numeric parameter as count/sum over a list the task owns (aggregates.py)
+    p_aggregate_filter: float = 0.5  # ... counting/summing only the items whose enum field has a stated value
     optional_for_update: bool = True  # an update with only optional data parameters gets one of them
 
 
@@ -107,14 +117,45 @@ class _Builder:
         self.n_tool = self.n_reason = 0
         self.pk_of = {c.name: c.primary_key for c in env.state_schema.collections} if env else {}
         self.entity_of = {c.name: c.entity for c in env.state_schema.collections} if env else {}
+        self.by_pk = {c.primary_key: c.entity for c in env.state_schema.collections} if env else {}
+        self.coll_by_word: dict[str, str] = {}
+        for c in env.state_schema.collections if env else []:
+            self.coll_by_word.update({c.name: c.name, c.entity: c.name})
+        self.shared: set[str] = set()
+        self.lists: list[ListSource] = []  # lists of records the task owns (count/sum sources)
 
     # ------------------------------------------------------------------ helpers
-    def fact(self, base: str) -> ArgSource:
-        name, i = base, 2
-        while name in self.facts:
+    def fact(self, base: str, *, shared: bool = False, entity: str | None = None) -> ArgSource:
+        """A user fact named after the parameter.
+
+        ``shared``: the user's own identity (their email, their user id) is one fact however
+        often the DAG needs it, so a merged task never asks for the same value under two
+        names. Otherwise a taken name gets the entity as prefix (``booking_check_in``, which
+        the user and the agent can tell apart from a search's ``check_in``), then a number."""
+        if shared and base in self.shared:
+            return ArgSource(kind="user", fact=base)
+        names = [base] + ([f"{entity}_{base}"] if entity and not base.startswith(entity + "_") else [])
+        name = next((n for n in names if n not in self.facts), None)
+        i = 2
+        while name is None or name in self.facts:
             name, i = f"{base}_{i}", i + 1
         self.facts.add(name)
+        if shared and name == base:
+            self.shared.add(name)
         return ArgSource(kind="user", fact=name)
+
+    def is_identity(self, tool: ToolCode, param: str) -> bool:
+        """Is ``param`` of ``tool`` something that identifies the user themself (shared fact)?"""
+        owner = self.by_pk.get(param)
+        if owner is not None:
+            return owner in PERSON
+        coll = self.entity_of.get(tool.collection or "")
+        return tool.effect == "read" and coll in PERSON and is_lookup(tool, self.keys)
+
+    def select_value_fact(self, entity: str, field_name: str) -> ArgSource:
+        """The user fact a find/filter compares with: ``room_type`` (not ``room_room_type``)."""
+        base = field_name if field_name.startswith(entity + "_") else f"{entity}_{field_name}"
+        return self.fact(base)
 
     def add_reasoning(self, op: str, args: dict[str, ArgSource], params: dict, req: int, fields: dict, coll: str | None) -> str:
         nid = f"r{self.n_reason}"
@@ -141,15 +182,23 @@ class _Builder:
         ordered = numeric + dates
         src = ArgSource(kind="node", node=prod.node_id, path=list_path)
         entity = self.entity_of.get(coll or "", (coll or "item").rstrip("s"))
-        if enums and ordered and self.rng.random() < self.k.p_chain:
+        if len(ordered) >= 2 and self.rng.random() < self.k.p_compare:
+            # two candidates by one field, the winner by another: "whichever of my most and my least
+            # expensive order was placed later" (paper: "compare totals")
+            f1, f2 = self.rng.sample(ordered, 2)
+            hi = self.add_reasoning("argmax", {"items": src}, {"field": f1}, req, fields, coll)
+            lo = self.add_reasoning("argmin", {"items": src}, {"field": f1}, req, fields, coll)
+            rid = self.add_reasoning("compare", {"left": ArgSource(kind="node", node=hi), "right": ArgSource(kind="node", node=lo)},
+                                     {"field": f2, "pick": self.rng.choice(["max", "min"])}, req, fields, coll)
+        elif enums and ordered and self.rng.random() < self.k.p_chain:
             ef = self.rng.choice(enums)
-            fid = self.add_reasoning("filter", {"items": src, "value": self.fact(f"{entity}_{ef}")}, {"field": ef}, req, {}, coll)
+            fid = self.add_reasoning("filter", {"items": src, "value": self.select_value_fact(entity, ef)}, {"field": ef}, req, {}, coll)
             src = ArgSource(kind="node", node=fid, path=None)
             op = self.rng.choice(["argmax", "argmin"])
             rid = self.add_reasoning(op, {"items": src}, {"field": self.rng.choice(ordered)}, req, fields, coll)
         elif enums and (not ordered or self.rng.random() < self.k.p_find):
             ef = self.rng.choice(enums)
-            rid = self.add_reasoning("find", {"items": src, "value": self.fact(f"{entity}_{ef}")}, {"field": ef}, req, fields, coll)
+            rid = self.add_reasoning("find", {"items": src, "value": self.select_value_fact(entity, ef)}, {"field": ef}, req, fields, coll)
         elif ordered:
             op = self.rng.choice(["argmax", "argmin"])
             rid = self.add_reasoning(op, {"items": src}, {"field": self.rng.choice(ordered)}, req, fields, coll)
@@ -212,6 +261,35 @@ class _Builder:
             return ArgSource(kind="node", node=rid, path=None)
         return None
 
+    def aggregate(self, param: str, types: set[str], req: int) -> ArgSource | None:
+        """A write's numeric parameter as ``count``/``sum`` over a list the task owns (aggregates.py)."""
+        if not types & {"integer", "number"} or is_date_like(param, types):
+            return None
+        cands: list[tuple[str, ListSource, str | None]] = []
+        for src in self.lists:
+            cands += [("sum", src, f) for f in sum_fields(param, types, src, self.keys)]
+            if countable(param, types):
+                cands.append(("count", src, None))
+        if not cands or self.rng.random() >= self.k.p_aggregate:
+            return None
+        op, lst, fname = self.rng.choice(cands)
+        items = ArgSource(kind="node", node=lst.node_id, path=lst.path)
+        entity = self.entity_of.get(lst.collection or "") or lst.path.rsplit(".", 1)[-1].rstrip("s")
+        enums = sorted(f for f in lst.fields if not is_key_param(f, self.keys) and _enum_of(self.env, lst.collection, f, None))
+        if enums and self.rng.random() < self.k.p_aggregate_filter:
+            ef = self.rng.choice(enums)
+            fid = self.add_reasoning("filter", {"items": items, "value": self.select_value_fact(entity, ef)}, {"field": ef}, req,
+                                     {}, lst.collection)
+            items = ArgSource(kind="node", node=fid, path=None)
+        params = {"field": fname} if op == "sum" else {}
+        rid = self.add_reasoning(op, {"items": items}, params, req, {}, lst.collection)
+        return ArgSource(kind="node", node=rid, path=None)
+
+    def register_lists(self, nid: str, tool: ToolCode) -> None:
+        """Remember the record lists a read that takes an identifier returned (count/sum sources)."""
+        if tool.effect == "read" and not is_lookup(tool, self.keys):
+            self.lists += list_sources(nid, output_paths(tool.output_schema), self.coll_by_word)
+
     # ------------------------------------------------------------------ main
     def hoist_lookups(self, names: list[str], reqs: list[int]) -> tuple[list[str], list[int]]:
         """Move a later lookup before the first tool that needs its identifier, so the id is
@@ -252,21 +330,28 @@ class _Builder:
                 optional = sorted(p for p in schemas if p not in params and not is_key_param(p, self.keys))
                 if optional:
                     params.append(self.rng.choice(optional))
+            if is_lookup(tool, self.keys) and self.entity_of.get(tool.collection or "") in PERSON and any(
+                    n.tool == name for n in self.nodes):
+                continue  # the user is looked up once: a second identical lookup would only repeat the first
             nid = f"n{self.n_tool}"
             self.n_tool += 1
             args: dict[str, ArgSource] = {}
+            entity = self.entity_of.get(tool.collection or "")
             for p in sorted(params, key=lambda x: (not is_key_param(x, self.keys), x)):
                 src = self.bind(p, name, req) if is_key_param(p, self.keys) else None
                 if src is None and tool.effect == "write" and not is_key_param(p, self.keys):
-                    src = self.derived(tool, p, _types(schemas.get(p, {})), args, req)
+                    types = _types(schemas.get(p, {}))
+                    src = self.aggregate(p, types, req) or self.derived(tool, p, types, args, req)
                 if src is None:
-                    src = self.fact(p)
+                    data_param = tool.effect == "write" and not is_key_param(p, self.keys)
+                    src = self.fact(p, shared=self.is_identity(tool, p), entity=entity if data_param else None)
                 args[p] = src
             self.nodes.append(DagNode(node_id=nid, kind="tool", tool=name, args=args, requirement=req))
             for a in args.values():
                 if a.kind == "node":
                     self.edges.add((a.node, nid))
             self.producers.append(_Producer(nid, name, output_paths(tool.output_schema), tool.collection))
+            self.register_lists(nid, tool)
         n_req = len({n.requirement for n in self.nodes if n.kind == "tool" and self.tools[n.tool].effect == "write"}) or 1
         edges = sorted(self.edges)
         nodes = self.nodes

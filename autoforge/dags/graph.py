@@ -30,6 +30,10 @@ from autoforge.types import Binding, EnvironmentRecord, GraphEdge, ToolCode, Too
 log = logging.getLogger(__name__)
 
 _NUMERIC = {"integer", "number"}
+# Entities that are people: a task's user is one of them ("me"); their identifiers and the
+# details they are looked up by (email, phone) are the user's own, known but not volunteered.
+PERSON = {"user", "customer", "member", "patient", "employee", "passenger", "guest", "client", "contact", "student",
+          "owner", "driver", "author", "agent", "person", "traveler", "traveller", "applicant", "tenant", "account", "staff"}
 
 
 # --------------------------------------------------------------------------- schema helpers

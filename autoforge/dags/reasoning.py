@@ -188,6 +188,19 @@ def _words(field: str) -> str:
     return field.replace("_", " ")
 
 
+_NUMBER_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+                 "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"]
+
+
+def number_words(n: Any) -> str:
+    """A small whole number in words ('two days later'), so an op constant never reads like a user's value."""
+    if isinstance(n, int) and not isinstance(n, bool) and 0 <= n < len(_NUMBER_WORDS):
+        return _NUMBER_WORDS[n]
+    if isinstance(n, float) and n.is_integer() and 0 <= n < len(_NUMBER_WORDS):
+        return _NUMBER_WORDS[int(n)]
+    return str(n)
+
+
 def describe_op(name: str, params: dict[str, Any], entity: str, value: Any = None) -> str:
     """A user-facing phrase for the op (offline request templates): 'the order with the highest total'."""
     field = _words(params.get("field", "") or "")
@@ -204,10 +217,10 @@ def describe_op(name: str, params: dict[str, Any], entity: str, value: Any = Non
         return f"whichever {entity} has the {'higher' if params.get('pick', 'max') == 'max' else 'lower'} {field}"
     if name == "add_days":
         d = int(params["days"])
-        return f"{abs(d)} day{'s' if abs(d) != 1 else ''} {'later' if d >= 0 else 'earlier'} than the current {field or 'date'}"
+        return f"{number_words(abs(d))} day{'s' if abs(d) != 1 else ''} {'later' if d >= 0 else 'earlier'} than the current {field or 'date'}"
     if name == "add":
         delta = params["delta"]
-        return f"{'increased' if delta >= 0 else 'decreased'} by {abs(delta)} from the current {field or 'value'}"
+        return f"{'increased' if delta >= 0 else 'decreased'} by {number_words(abs(delta))} from the current {field or 'value'}"
     if name == "count":
         return f"the number of {entity}s"
     if name == "sum":

@@ -110,13 +110,22 @@ def _resolves_same(a: ToolCode, b: ToolCode, keys: set[str]) -> bool:
     return bool(ka & kb)
 
 
+def _id_only(t: ToolCode, keys: set[str]) -> bool:
+    """A lookup that returns identifiers only (``find_user_id_by_email`` -> ``user_id``): its answer
+    does not change when the record is updated, so repeating it after a write is still redundant."""
+    leaves = [p.rsplit(".", 1)[-1] for p in output_paths(t.output_schema) if "*" not in p]
+    return is_lookup(t, keys) and bool(leaves) and all(is_key_param(x, keys) for x in leaves)
+
+
 def merge_pair(a: ToolSequence, b: ToolSequence, tools: Iterable[ToolCode], *,
                env: EnvironmentRecord | None = None) -> tuple[ToolSequence, int]:
     """``a`` then ``b`` as one two-requirement sequence, with ``b``'s redundant reads removed.
 
     A read of ``b`` is redundant when an earlier kept read resolves the same entity and no
     write to that read's collection happened in between (after a write the second read
-    would see new data, so it stays). Returns the merged sequence and how many calls were removed.
+    would see new data, so it stays) — unless it returns identifiers only, which a write does
+    not change (the user's id looked up by email once serves both requirements, and the user
+    is asked for the email once). Returns the merged sequence and how many calls were removed.
     """
     by_name = {t.name: t for t in tools}
     keys = key_fields(env)
@@ -130,7 +139,7 @@ def merge_pair(a: ToolSequence, b: ToolSequence, tools: Iterable[ToolCode], *,
                 u = by_name[merged[i][0]]
                 if u.effect == "read" and _resolves_same(u, t, keys):
                     later_writes = {by_name[m].collection for m, _ in merged[i + 1 :] if is_write(by_name[m])}
-                    redundant = t.collection not in later_writes and None not in later_writes
+                    redundant = _id_only(t, keys) or (t.collection not in later_writes and None not in later_writes)
                     break
         if redundant:
             removed += 1

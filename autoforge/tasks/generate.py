@@ -90,7 +90,7 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     """One task from one DAG (raises DagExecutionError / PhrasingError with a reason category)."""
     world = make_world(env, rng)
     facts: dict[str, Any] = {}
-    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng))
+    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts))
     change = state_change(world, run.final_state)
     if not change:
         raise DagExecutionError("no_state_change", "the gold run leaves the state as it was")
@@ -114,46 +114,72 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     )
 
 
+MAX_FAIL_STREAK = 4  # a DAG that fails this many instantiations in a row is retired (DEFAULT)
+
+
+def attempt_weight(dag: TaskDag) -> int:
+    """Turns a DAG gets per round: 1 for 2-3 tool calls, 2 for 4, 3 for 5 or more (DEFAULT).
+
+    Long DAGs fail instantiation more often (more calls whose preconditions can fail), so equal
+    turns would skew the verified mix toward short tasks; the paper wants high-difficulty tasks."""
+    n = sum(1 for x in dag.nodes if x.kind == "tool")
+    return max(1, min(3, n - 2))
+
+
 def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list[TaskDag], seed: int, *,
                    n_tasks: int = 120, max_attempts: int | None = None, env_factory: EnvFactory | None = None,
                    client: Any = None, test_fraction: float = TEST_FRACTION, skip_ids: set[str] | None = None,
                    batch_id: str | None = None, run_id: str | None = None) -> tuple[list[Task], list[Rejection]]:
     """Up to ``n_tasks`` tasks for one environment, instantiating its DAGs round-robin.
 
-    Each attempt takes the next DAG (in an order shuffled by ``seed``) with its own world
-    seed; a failed attempt becomes a Rejection (stage ``generate``, item ``<dag_id>#<attempt>``).
-    Ids in ``skip_ids`` (already in the warehouse) are not returned again, so re-running
-    never resets a verified task to ``generated``; they still count toward ``n_tasks``.
+    A round is every DAG :func:`attempt_weight` times, in an order shuffled by ``seed``; each
+    attempt has its own world seed. A DAG that fails :data:`MAX_FAIL_STREAK` attempts in a row
+    is retired, so structurally failing DAGs stop taking turns. A failed attempt becomes a
+    Rejection (stage ``generate``, item ``<dag_id>#<attempt>``). Ids in ``skip_ids`` (already in
+    the warehouse) are not returned again, so re-running never resets a verified task to
+    ``generated``; they still count toward ``n_tasks``.
     """
     mine = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
     by_name = {t.name: t for t in mine}
     dags = sorted((d for d in dags if d.env_id == env.env_id), key=lambda d: d.dag_id)
-    random.Random(seed).shuffle(dags)
+    cycle = [d for d in dags for _ in range(attempt_weight(d))]
+    random.Random(seed).shuffle(cycle)
     tasks: dict[str, Task] = {}
     rejections: list[Rejection] = []
-    if not dags or n_tasks <= 0:
+    if not cycle or n_tasks <= 0:
         return [], []
     skip_ids = skip_ids or set()
     seen: set[str] = set()
-    done = 0
+    streak = {d.dag_id: 0 for d in dags}
+    budget = max_attempts or n_tasks * 3
+    done = attempt = 0
     with open_env(mine, env_factory) as runtime:
-        for attempt in range(max_attempts or n_tasks * 3):
-            if done >= n_tasks:
+        while attempt < budget and done < n_tasks:
+            live = [d for d in cycle if streak[d.dag_id] < MAX_FAIL_STREAK]
+            if not live:
                 break
-            dag = dags[attempt % len(dags)]
-            rng = random.Random(f"{seed}:{dag.dag_id}:{attempt}")
-            item = f"{dag.dag_id}#{attempt}"
-            try:
-                task = generate_task(env, by_name, dag, runtime, rng, client=client, test_fraction=test_fraction,
-                                     batch_id=batch_id, run_id=run_id)
-            except (DagExecutionError, PhrasingError) as exc:
-                rejections.append(rejection("generate", item, exc.reason, exc.detail[:500], run_id))
-                continue
-            if task.task_id in seen:
-                rejections.append(rejection("generate", item, "duplicate", f"same as {task.task_id}", run_id))
-                continue
-            seen.add(task.task_id)
-            done += 1
-            if task.task_id not in skip_ids:
-                tasks[task.task_id] = task
+            for dag in live:
+                if attempt >= budget or done >= n_tasks:
+                    break
+                if streak[dag.dag_id] >= MAX_FAIL_STREAK:
+                    continue
+                rng = random.Random(f"{seed}:{dag.dag_id}:{attempt}")
+                item = f"{dag.dag_id}#{attempt}"
+                attempt += 1
+                try:
+                    task = generate_task(env, by_name, dag, runtime, rng, client=client, test_fraction=test_fraction,
+                                         batch_id=batch_id, run_id=run_id)
+                except (DagExecutionError, PhrasingError) as exc:
+                    rejections.append(rejection("generate", item, exc.reason, exc.detail[:500], run_id))
+                    streak[dag.dag_id] += 1
+                    continue
+                if task.task_id in seen:
+                    rejections.append(rejection("generate", item, "duplicate", f"same as {task.task_id}", run_id))
+                    streak[dag.dag_id] += 1
+                    continue
+                seen.add(task.task_id)
+                streak[dag.dag_id] = 0
+                done += 1
+                if task.task_id not in skip_ids:
+                    tasks[task.task_id] = task
     return list(tasks.values()), rejections

@@ -25,7 +25,7 @@ from collections import Counter
 from datetime import date, timedelta
 from typing import Any
 
-from autoforge.dags.graph import is_key_param, key_fields, param_schemas
+from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.tasks.execute import DagExecutionError, EnvLike
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
@@ -34,8 +34,6 @@ LAST = ["Chen", "Cheng", "Garcia", "Novak", "Okafor", "Silva", "Kim", "Kimura", 
 ADJ = ["Blue", "Red", "Quiet", "Rapid", "Golden", "Silver", "Northern", "Bright", "Little", "Grand", "Green", "Urban"]
 NOUN = ["Lamp", "Chair", "Harbor", "Falcon", "Garden", "Summit", "River", "Atlas", "Beacon", "Meadow", "Orbit", "Canvas"]
 CITY = ["Lisbon", "Osaka", "Denver", "Lyon", "Austin", "Porto", "Leeds", "Perth"]
-PERSON = {"user", "customer", "member", "patient", "employee", "passenger", "guest", "client", "contact", "student",
-          "owner", "driver", "author", "agent", "person", "traveler", "traveller", "applicant", "tenant", "account", "staff"}
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 BASE_DATE = date(2025, 1, 1)  # the synthesized tools' fixed clock is around here; values spread over 2025
@@ -169,6 +167,14 @@ class WorldFiller:
         schema = schema if isinstance(schema, dict) else {}
         if depth > 4:
             return template
+        if "const" in schema:
+            return schema["const"]
+        alts = [a for a in (schema.get("oneOf") or schema.get("anyOf") or []) if isinstance(a, dict)]
+        if alts and not schema.get("type"):  # one alternative, filled like the template only if it has its shape
+            alt = self.rng.choice(alts)
+            props = set((alt.get("properties") or {}))
+            fits = isinstance(template, dict) and props and set(template) <= props
+            return self.fill(name, template if fits or not isinstance(template, dict) else None, alt, coll, person, depth + 1)
         if isinstance(schema.get("enum"), list) and schema["enum"]:
             # half the records take the first value (usually the live state: active, pending,
             # scheduled), so writes whose precondition is that state find targets
@@ -328,8 +334,11 @@ def _spread(parent_ids: list[str], n: int, rng: random.Random) -> list[str | Non
 class FactChooser:
     """Fills user facts during the gold run (a ``Chooser`` for :func:`run_dag`)."""
 
-    def __init__(self, env: EnvironmentRecord, tools: dict[str, ToolCode], rng: random.Random):
+    def __init__(self, env: EnvironmentRecord, tools: dict[str, ToolCode], rng: random.Random,
+                 facts: dict[str, Any] | None = None):
         self.env, self.tools, self.rng = env, tools, rng
+        self.facts = facts if facts is not None else {}  # the facts chosen so far (the run's dict, filled in place)
+        self.used: dict[str, list] = {}  # parameter (or reasoning field) -> values its facts took
         self.gen = ValueGen(env, rng)
         self.keys = key_fields(env)
         self.colls = {c.name: c for c in env.state_schema.collections}
@@ -338,6 +347,19 @@ class FactChooser:
         self.me: dict[str, dict] = {}  # person-like collection -> the record of the user themself
 
     def __call__(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
+        """A value for the fact behind ``node.args[arg]``, never one another fact for the same parameter
+        already has: ``line_id`` and ``line_id_2`` equal would be one fact under two names (the
+        attempt is rejected when no other value works)."""
+        key = f"field:{node.params.get('field')}" if node.kind == "reasoning" else arg
+        used = self.used.setdefault(key, [])
+        for _ in range(6):
+            v = self.choose(node, arg, args, env)
+            if v not in used:
+                used.append(v)
+                return v
+        raise DagExecutionError("duplicate_fact", f"every value for {arg} is already another fact's ({v!r})", node.node_id)
+
+    def choose(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
         if node.kind == "reasoning":
             return self.reasoning_value(node, args)
         tool = self.tools[node.tool or ""]
@@ -345,9 +367,16 @@ class FactChooser:
         coll = self.colls.get(tool.collection or "")
         pschema = param_schemas(tool).get(arg) or {}
         if pschema.get("type") in ("array", "object"):  # id lists, item lists, addresses: shaped by the schema
-            return WorldFiller(self.env, self.rng, state).fill(arg, None, pschema, coll)
+            filler = WorldFiller(self.env, self.rng, state)
+            v = filler.fill(arg, None, pschema, coll)
+            for _ in range(4):  # another fact's value again would be one fact under two names
+                if v not in self.facts.values():
+                    break
+                v = filler.fill(arg, None, pschema, coll)
+            return v
         if is_key_param(arg, self.keys):
-            owner = self.by_pk.get(arg) or coll
+            pat = _id_pattern(pschema)  # return_location_id with pattern ^LC\\d{4}$ is a location
+            owner = self.by_pk.get(arg) or (WorldFiller(self.env, self.rng, state).by_prefix.get(pat[0]) if pat else None) or coll
             ids = sorted((state.get(owner.name) or {}) if owner else [])
             if not ids:
                 raise DagExecutionError("no_candidate", f"no record to take {arg} from", node.node_id)
@@ -358,7 +387,8 @@ class FactChooser:
                     self.me[owner.name] = me
                 return me.get(owner.primary_key, ids[0])
             mine = self.related_to_me(owner, state) if owner is not None else []
-            return self.rng.choice(mine or ids)
+            pool = mine or ids
+            return self.rng.choice([i for i in pool if i not in self.facts.values()] or pool)
 
         if tool.effect == "write":
             return self.new_value(tool, coll, arg, args, state)
@@ -384,7 +414,7 @@ class FactChooser:
             sorted(counts, key=repr) if node.op == "filter" else [])
         if not pool:
             raise DagExecutionError("ambiguous_reasoning", f"no value of {field} singles out an item", node.node_id)
-        return self.rng.choice(pool)
+        return self.rng.choice([v for v in pool if v not in self.facts.values()] or pool)
 
     def lookup_value(self, node: DagNode, tool: ToolCode, coll: CollectionSpec | None, arg: str, state: dict) -> Any:
         records = list((state.get(coll.name) or {}).values()) if coll else []
@@ -428,14 +458,18 @@ class FactChooser:
         if coll is not None and coll.primary_key in args:
             current = (state.get(coll.name) or {}).get(args[coll.primary_key], {}).get(arg)
         template = current if current is not None else _sample_value(self.env, coll.name, arg) if coll else None
+        # a new value differs from the current one and, where the domain allows, from every other
+        # fact of the task: two facts with one value would be one fact under two names to the user
+        taken = [v for v in self.facts.values()]
         enum = (field.enum if field else None) or (schema or {}).get("enum")
         if enum:
             others = [v for v in enum if v != current]
-            return self.rng.choice(others or enum)
+            fresh = [v for v in others if v not in taken]
+            return self.rng.choice(fresh or others or enum)
         filler = WorldFiller(self.env, self.rng, state)
         v = None
-        for _ in range(8):
+        for i in range(12):
             v = filler.fill(arg, template, schema, coll)
-            if v != current:
+            if v != current and (v not in taken or i >= 8):
                 return v
         return v
