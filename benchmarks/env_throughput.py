@@ -17,7 +17,6 @@ to the direct calls, to show where the overhead goes.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -41,24 +40,6 @@ def mock_workload() -> list[Workload]:
 
 
 # --------------------------------------------------------------------------- warehouse environments
-
-
-def _rows(con, sql: str) -> list[dict]:
-    cur = con.execute(sql)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
-
-
-def _record(model, row: dict):
-    data = {}
-    for name, field in model.model_fields.items():
-        if name not in row:
-            continue
-        value = row[name]
-        if isinstance(value, str) and name in ("state_schema", "sample_state", "parameters", "output_schema"):
-            value = json.loads(value)
-        data[name] = value
-    return model.model_validate(data)
 
 
 _PY = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
@@ -90,14 +71,10 @@ def _arguments(tool: ToolCode, state: dict) -> dict:
 
 
 def warehouse_workloads(path: str, only: str | None) -> list[Workload]:
-    import duckdb
+    from autoforge.warehouse import read_records
 
-    con = duckdb.connect(path, read_only=True)
-    try:
-        envs = [_record(EnvironmentRecord, r) for r in _rows(con, "SELECT * FROM environments ORDER BY name")]
-        codes = [_record(ToolCode, r) for r in _rows(con, "SELECT * FROM tool_code WHERE status = 'accepted'")]
-    finally:
-        con.close()
+    envs = read_records(path, EnvironmentRecord, order_by="name")
+    codes = read_records(path, ToolCode, where="status = 'accepted'")
     out = []
     for env in envs:
         if only and env.name != only:
