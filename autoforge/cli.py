@@ -299,8 +299,6 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 @command("demo")
 def cmd_demo(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from rich.console import Console
 
     from autoforge.pipeline import FactoryParams
@@ -445,13 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--train-steps", type=int, default=2, help="ERPO steps of the short run (0 skips training)")
     s.add_argument("--out", default="runs/demo", metavar="DIR", help="checkpoints, learning curve, before/after table")
     s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
-
-    for extra in EXTRA_PARSERS:
-        extra(sub, common)
     return p
-
-
-EXTRA_PARSERS: list[Callable[[Any, argparse.ArgumentParser], None]] = []
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.errors import ConfigError
-from autoforge.types import Rejection, Run, content_id
+from autoforge.types import Run, content_id
 from autoforge.warehouse import write_records
 
 

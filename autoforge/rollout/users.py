@@ -29,7 +29,7 @@ plan is kept in ``Episode.diagnostics["user"]``.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from autoforge.errors import ConfigError
