@@ -201,6 +201,12 @@ def test_limits_stop_code_that_passes_the_static_checks(hostile, tool, kind, fra
 
 
 def test_closed_environments_hand_their_worker_to_the_next():
+    from autoforge.envs import _worker_client
+
+    with _worker_client._POOL_LOCK:  # start from an empty pool: earlier tests may have filled it
+        idle, _worker_client._POOL[:] = list(_worker_client._POOL), []
+    for w in idle:
+        w.close()
     with Environment(mock_tools()) as first:
         first.reset(mock_state())
         first.call("cancel_order", {"order_id": "O0001", "reason": "x"})
