@@ -13,6 +13,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
+from flows._runner import stage_task_runner
+
 from autoforge.tasks.stages import StageResult, client_for, finish, generate_env, load_inputs, persist, run_record, stage_counts
 from autoforge.types import EnvironmentRecord, Run, TaskDag, ToolCode
 
@@ -30,7 +32,7 @@ def persist_task(results: list[StageResult], run: Run, warehouse: str | None) ->
     return persist(warehouse, results, run)
 
 
-@flow(name="generate-tasks", log_prints=True)
+@flow(name="generate-tasks", log_prints=True, task_runner=stage_task_runner())
 def generate_tasks(
     env: str | None = None,
     seed: int = 0,

@@ -12,6 +12,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
+from flows._runner import stage_task_runner
+
 from autoforge.tasks.stages import (SampleResult, client_for, finish, load_inputs, persist, run_record, sample_counts,
                                     sample_env)
 from autoforge.types import EnvironmentRecord, Run, ToolCode
@@ -30,7 +32,7 @@ def persist_task(results: list[SampleResult], run: Run, warehouse: str | None) -
     return persist(warehouse, results, run)
 
 
-@flow(name="sample-tool-sequences", log_prints=True)
+@flow(name="sample-tool-sequences", log_prints=True, task_runner=stage_task_runner())
 def sample_tool_sequences(
     env: str | None = None,
     seed: int = 0,

@@ -13,6 +13,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
+from flows._runner import stage_task_runner
+
 from autoforge.envs.stage import STAGE, finish_run, load_inputs, persist, summary, synthesize_one
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table, toolset_specs
 from autoforge.types import Run, ToolSet, ToolSpec
@@ -29,7 +31,7 @@ def persist_task(results: list[SynthesisResult], run: Run, warehouse: str | None
     return persist(warehouse, results, run)
 
 
-@flow(name="synthesize-environments", log_prints=True)
+@flow(name="synthesize-environments", log_prints=True, task_runner=stage_task_runner())
 def synthesize_environments(
     env: str | None = None,
     backend: str = "offline",

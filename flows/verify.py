@@ -13,6 +13,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
+from flows._runner import stage_task_runner
+
 from autoforge.tasks.stages import StageResult, finish, load_inputs, persist, run_record, stage_counts, verify_env
 from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
 
@@ -29,7 +31,7 @@ def persist_task(results: list[StageResult], run: Run, warehouse: str | None) ->
     return persist(warehouse, results, run)
 
 
-@flow(name="verify-tasks", log_prints=True)
+@flow(name="verify-tasks", log_prints=True, task_runner=stage_task_runner())
 def verify_tasks(
     env: str | None = None,
     warehouse: str | None = None,

@@ -174,7 +174,7 @@ class WorkerProcess:
 
 _POOL: list[WorkerProcess] = []
 _POOL_LOCK = threading.Lock()
-POOL_SIZE = 4
+POOL_SIZE = 8  # idle workers kept: enough for one open environment per stage thread
 
 
 def take_worker(*, memory_mb: int, timeout_s: float) -> WorkerProcess:
