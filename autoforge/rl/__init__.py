@@ -8,6 +8,9 @@
     trainer.py     one readable loop: sample -> score -> advantages -> loss -> step -> log; sft(); train()
     checkpoint.py  save/resume (model dir + optimizer + RNG + step + config)
     curves.py      learning-curve PNG
+    data.py        curated tasks via v_curated_tasks (train / held-out test), gold replays, tokenizer corpus
+    run.py         the driver: run_training(warehouse, config) and demo_training(warehouse, out_dir, steps)
+    synthetic.py   a stand-in rollout_fn (real sampling, rule reward) for tests and controlled ablations
 
 Submodules import torch; import them directly (``from autoforge.rl.erpo import compute_advantages``).
 """

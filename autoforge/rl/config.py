@@ -45,6 +45,11 @@ class TrainConfig(BaseModel):
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Parameter dtype of the policy during training. Source: ours (float32 on CPU)."
     )
+    torch_threads: int | None = Field(
+        None, ge=1, description="torch intra-op CPU threads for the run (torch.set_num_threads); None = torch's default. "
+        "On small shared CPU machines 1 is often several times faster for a tiny policy (measured 9 vs 150 ms per "
+        "decode step on a loaded 2-core machine). Ours."
+    )
     seed: int = Field(0, description="Seed for torch, python random, task sampling and generation. Source: ours.")
 
     # ----------------------------------------------------------------- rollouts
@@ -62,8 +67,8 @@ class TrainConfig(BaseModel):
         256, ge=1, description="Maximum tokens the policy generates in one turn. Paper: not reported; ours."
     )
     max_episode_tokens: int = Field(
-        4096, ge=16, description="Maximum length of one trajectory's single growing sequence (prompt + all turns). "
-        "Paper: not reported; ours."
+        4096, ge=16, description="Maximum agent-generated tokens over one episode (the engine ends it with "
+        "termination=max_tokens). Paper: not reported; ours."
     )
     temperature: float = Field(
         1.0, ge=0.0, description="Sampling temperature at rollout; the update recomputes log-probs with the same "
@@ -123,10 +128,57 @@ class TrainConfig(BaseModel):
     sft_lr: float = Field(1e-4, gt=0, description="AdamW learning rate for SFT. Ours.")
     sft_batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step. Ours.")
 
-    # ----------------------------------------------------------------- evaluation split (used by the flow)
-    eval_fraction: float = Field(
-        0.2, ge=0, lt=1, description="Fraction of curated tasks held out for before/after evaluation by the training "
-        "flow (never trained on). Ours."
+    sft_gold: bool = Field(
+        True, description="SFT on gold replays: each train task's gold DAG played through the dialogue by the oracle "
+        "agent with the offline user, rendered token by token as the policy would see it (paper §3.4 cold start). Ours."
+    )
+    sft_successful_rollouts: bool = Field(
+        True, description="Also SFT on successful, unflagged episodes of train tasks already stored in the warehouse "
+        "(reward 1, judge did not flag; any agent except the oracle, whose episodes are the gold replays). Source: the paper's cold start uses verified trajectories; ours."
+    )
+    sft_max_examples: int | None = Field(None, ge=1, description="Cap on SFT examples (None = all). Ours.")
+
+    # ----------------------------------------------------------------- data: which curated tasks (v_curated_tasks)
+    envs: list[str] | None = Field(
+        None, description="Environments to train and evaluate on (env ids or names); None = all. Ours."
+    )
+    min_tool_calls: int | None = Field(None, ge=1, description="Keep tasks with at least this many gold tool calls. Ours.")
+    max_tool_calls: int | None = Field(
+        None, ge=1, description="Keep tasks with at most this many gold tool calls (a curriculum for small policies). Ours."
+    )
+    max_reasoning_nodes: int | None = Field(
+        None, ge=0, description="Keep tasks with at most this many reasoning nodes (0 = pure lookup-and-act). Ours."
+    )
+    max_train_tasks: int | None = Field(None, ge=1, description="Cap on train-split tasks (a seeded sample). Ours.")
+    max_eval_tasks: int | None = Field(None, ge=1, description="Cap on held-out (test-split) tasks evaluated. Ours.")
+    prompt_tools: Literal["all", "used"] = Field(
+        "all", description="Tools listed in the policy's system prompt: 'all' accepted tools of the environment, or "
+        "'used' = only the tools some selected task (train or held-out) of that environment calls in its gold DAG — a "
+        "smaller action space and a much shorter prompt for tiny CPU policies. Ours (the paper lists all tools)."
+    )
+
+    # ----------------------------------------------------------------- episodes (autoforge.rollout)
+    user_error_rate: float = Field(
+        0.0, ge=0, le=1, description="Probability that the offline simulated user injects an error in a training "
+        "episode (split evenly over wrong fact / withheld fact / premature stop). Paper §3.4 motivates MEU with such "
+        "errors (value unreported); 0.2 is ours, the ablation setting. Evaluation always uses an error-free user."
+    )
+    judge: Literal["rule", "none"] = Field(
+        "rule", description="User-error judge whose flags MEU masks: 'rule' (offline RuleJudge) or 'none' (every "
+        "scored rollout valid). Paper: an LLM judge; ours offline."
+    )
+    rollout_concurrency: int = Field(
+        8, ge=1, description="Episodes played at once; their generation requests are batched on the one model. Ours."
+    )
+
+    # ----------------------------------------------------------------- held-out evaluation (split = 'test')
+    eval_at: list[Literal["start", "sft", "end"]] = Field(
+        ["start", "sft", "end"], description="When to measure held-out pass^1 on the test split of v_curated_tasks "
+        "(never trained on): at the start (base policy), after SFT, at the end (after ERPO). Ours."
+    )
+    eval_trials: int = Field(1, ge=1, description="Episodes per held-out task (pass^k for k <= trials). Ours: 1 (pass^1).")
+    eval_temperature: float = Field(
+        0.0, ge=0, description="Sampling temperature at evaluation; 0 = greedy (deterministic pass^1). Ours."
     )
 
     # ----------------------------------------------------------------- checkpoints

@@ -47,7 +47,7 @@ def plot_learning_curve(history: Iterable[dict], path: str | Path, panels=DEFAUL
             ax.axvline(sft_n + 0.5, color="grey", linestyle=":", linewidth=1)
         ax.set_title(label)
         ax.set_xlabel("step (SFT, then ERPO)" if sft_n else "step")
-        if ax.lines:
+        if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     if title:
         fig.suptitle(title)

@@ -230,3 +230,34 @@ def continuation_ids(tokenizer, messages: Sequence[Any], add_generation_prompt: 
     if add_generation_prompt:
         text += f"{chat.IM_START}assistant\n"
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def encode_episode(tokenizer, messages: Sequence[Any], tools: list[dict] | None = None) -> tuple[list[int], list[int]]:
+    """An episode's messages as the token sequence the HF agent would have grown, and its loss mask.
+
+    Segment by segment, exactly like :class:`autoforge.rollout.hf_agent.HFAgent`: the opening
+    context (:func:`prompt_ids`: system + tools + request + ``<|im_start|>assistant\\n``), then
+    for each assistant turn its body through ``<|im_end|>`` tokenized on its own (mask 1: what
+    the policy generates, interleaved ``<think>`` included), then the observations / user reply
+    that follow it plus the next assistant header (:func:`continuation_ids`, mask 0). SFT on
+    this layout teaches the tokens the policy is later sampled and scored on; a whole-text
+    tokenization (:func:`encode_dialogue`) can merge a header's newline into the body.
+    Messages after the last assistant turn (the user's closing line) are not included.
+    """
+    msgs = [chat._as_dict(m) for m in messages]
+    turns = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+    if not turns:
+        raise ConfigError("encode_episode: the dialogue has no assistant turn to train on")
+    head = f"{chat.IM_START}assistant\n"
+    ids = prompt_ids(tokenizer, msgs[:turns[0]], tools=tools)
+    mask = [0] * len(ids)
+    for k, i in enumerate(turns):
+        body = chat.render_message(msgs[i])[len(head):-1]  # drop the header and the trailing "\n" (context)
+        gen = list(tokenizer(body, add_special_tokens=False)["input_ids"])
+        ids += gen
+        mask += [1] * len(gen)
+        if k + 1 < len(turns):
+            ctx = continuation_ids(tokenizer, msgs[i + 1:turns[k + 1]])
+            ids += ctx
+            mask += [0] * len(ctx)
+    return ids, mask

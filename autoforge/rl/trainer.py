@@ -290,8 +290,12 @@ def _reference_model(policy: Policy, cfg: TrainConfig):
 
 
 def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
-          sft_examples: Sequence | None = None, log_fn: LogFn | None = None) -> TrainResult:
+          sft_examples: Sequence | None = None, log_fn: LogFn | None = None,
+          before_erpo: Callable[[Policy], None] | None = None) -> TrainResult:
     """SFT cold start (if examples and ``sft_epochs``) then ERPO, resuming from ``cfg.checkpoint_dir``.
+
+    ``before_erpo(policy)`` runs when ERPO starts from its first step (after SFT; e.g. the
+    driver's after-SFT evaluation) — not when a run resumes in the middle of ERPO.
 
     A killed run started again with the same config continues after its last checkpoint: the
     weights, optimizer and history come back, finished steps are not redone, and steps are
@@ -311,6 +315,8 @@ def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: Trai
     sft_done = bool(state and (state["sft_done"] or state["phase"] == "erpo"))
     if sft_examples and cfg.sft_epochs > 0 and not sft_done:
         sft(policy, sft_examples, cfg, log_fn, history, resume_state=state if state and state["phase"] == "sft" else None)
+    if before_erpo is not None and not (state and state["phase"] == "erpo"):
+        before_erpo(policy)
     history = train_erpo(policy, tasks, rollout_fn, cfg, log_fn, history, sft_done=True,
                          resume_state=state if state and state["phase"] == "erpo" else None)
     result.history = history

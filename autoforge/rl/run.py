@@ -1,0 +1,305 @@
+"""The training driver: warehouse in, trained policy + stored metrics + curve + before/after table out.
+
+``run_training(warehouse, config)`` is what ``autoforge train --config FILE`` and the
+``train_erpo`` Prefect flow call. Read top to bottom:
+
+    curated tasks (v_curated_tasks; train split trained on, test split held out)   data.load_curated
+    gold replays: the oracle plays each train task with the offline user            data.gold_episodes
+    policy: cfg.model_path, or the tiny one built on the warehouse's own text       trainer.policy_from_config
+    eval "start": held-out pass^1 of the base policy (HF agent, error-free user)     evaluate_policy
+    SFT on gold replays (+ stored successful rollouts), agent tokens only           trainer.sft
+    eval "sft"
+    ERPO: rollouts through the episode engine (HF agent, offline user with injected
+          errors, rule judge -> MEU masking), env-level advantages, clipped loss     trainer.train_erpo
+    eval "end"; TrainingRun / TrainingStep rows, learning-curve PNG, before/after table
+
+A killed run started again with the same config resumes from its last checkpoint: finished
+SFT/ERPO steps are not redone and finished evaluations are read back from ``evals.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from autoforge.errors import ConfigError
+from autoforge.rl.config import TrainConfig
+from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, load_curated, sft_examples, stored_successes
+from autoforge.types import TrainingRun, content_id, utcnow
+
+# progress(phase, step, total, metrics): phase is "sft" | "erpo" | "eval:start" | "eval:sft" | "eval:end" | "setup"
+Progress = Callable[[str, int, int, dict], None]
+
+# Fields that may change between a killed run and its resumption (they do not change what was trained).
+RESUMABLE_CHANGES = {"steps", "checkpoint_every", "keep_checkpoints", "eval_at", "eval_trials", "eval_temperature",
+                     "max_eval_tasks", "device", "rollout_concurrency"}
+
+
+def as_config(config: TrainConfig | str | Path | dict | None) -> TrainConfig:
+    if config is None:
+        return TrainConfig()
+    if isinstance(config, TrainConfig):
+        return config
+    if isinstance(config, dict):
+        return TrainConfig.from_dict(config)
+    return TrainConfig.from_file(config)
+
+
+def train_run_id(cfg: TrainConfig, data: CuratedData) -> str:
+    keep = {k: v for k, v in cfg.model_dump(mode="json").items() if k not in RESUMABLE_CHANGES}
+    return content_id("train", keep, sorted(t.task_id for t in data.train))
+
+
+def _check_resumable(cfg: TrainConfig) -> None:
+    """Refuse to resume a checkpoint folder that holds a run with a different config."""
+    from autoforge.rl import checkpoint as ckpt
+
+    last = ckpt.latest_checkpoint(cfg.checkpoint_dir)
+    if last is None:
+        return
+    old = ckpt.load_trainer_state(last).get("config") or {}
+    new = cfg.model_dump(mode="json")
+    diff = sorted(k for k in new if k not in RESUMABLE_CHANGES and old.get(k, new[k]) != new[k])
+    if diff:
+        raise ConfigError(f"checkpoint folder {cfg.checkpoint_dir} holds a run with a different config ({', '.join(diff)} "
+                          "differ); point checkpoint_dir at a new folder or delete it to start over")
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, warehouse: str | None = None,
+                    run_id: str | None = None, tasks=None) -> dict[str, Any]:
+    """Held-out pass^k of ``policy`` as the HF agent with an error-free offline user (no judge).
+
+    Returns ``{"point", "success_rate", "n_tasks", "n_episodes", "per_env": {env: pass^1}, "gen_tokens",
+    "wall_s", "eval_id", "terminations"}``; writes the episodes and eval_results rows when a
+    warehouse is given (agent name ``hf:<run>:<point>``).
+    """
+    from collections import Counter
+
+    from autoforge.rollout.engine import EpisodeConfig
+    from autoforge.rollout.evaluate import evaluate_tasks
+    from autoforge.rollout.hf_agent import BatchedGenerator, HFAgent
+    from autoforge.rollout.users import OfflineUser
+
+    tasks = data.test if tasks is None else tasks
+    if not tasks:
+        return {"point": point, "success_rate": None, "n_tasks": 0, "n_episodes": 0, "per_env": {}, "gen_tokens": 0,
+                "wall_s": 0.0, "eval_id": None, "terminations": {}}
+    agent_name = f"hf:{run_id or 'policy'}:{point}"
+    gen = BatchedGenerator(policy, max_batch=cfg.rollout_concurrency)
+    try:
+        rep = evaluate_tasks(
+            list(tasks), data.dags, data.tools_by_env,
+            agent_factory=lambda: HFAgent(policy, temperature=cfg.eval_temperature, max_new_tokens=cfg.max_new_tokens,
+                                          generator=gen, name=agent_name),
+            user_factory=lambda task, plan, s: OfflineUser(task, plan, seed=s), agent_name=agent_name,
+            user_name="offline", trials=cfg.eval_trials, concurrency=cfg.rollout_concurrency,
+            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens), seed=cfg.seed,
+            run_id=run_id, n_boot=200)
+    finally:
+        gen.close()
+    eps = rep.episodes
+    per_env = {r.env_id: r.pass_hat_k for r in rep.results if r.k == 1 and r.env_id is not None}
+    out = {"point": point, "success_rate": sum(e.reward == 1.0 for e in eps) / len(eps), "n_tasks": len(tasks),
+           "n_episodes": len(eps), "per_env": per_env,
+           "gen_tokens": sum(int(e.diagnostics.get("agent_tokens") or 0) for e in eps),
+           "wall_s": round(rep.wall_s, 2), "eval_id": rep.eval_id,
+           "terminations": dict(Counter(e.termination for e in eps))}
+    if warehouse is not None:
+        from autoforge.warehouse import write_records
+
+        write_records(warehouse, [*eps, *rep.results])
+    return out
+
+
+def before_after_table(evals: dict[str, dict], env_names: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per evaluation point: overall pass^1 and pass^1 per environment."""
+    env_names = env_names or {}
+    rows = []
+    for point in ("start", "sft", "end"):
+        ev = evals.get(point)
+        if not ev:
+            continue
+        label = {"start": "before training", "sft": "after SFT", "end": "after ERPO"}[point]
+        row: dict[str, Any] = {"point": label, "pass^1": ev["success_rate"], "tasks": ev["n_tasks"]}
+        for env, v in sorted(ev["per_env"].items()):
+            row[env_names.get(env, env)] = round(v, 3)
+        rows.append(row)
+    return rows
+
+
+def table_markdown(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no evaluation)"
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    fmt = lambda v: "" if v is None else (f"{v:.3f}" if isinstance(v, float) else str(v))  # noqa: E731
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict | None = None, *,
+                 progress: Progress | None = None, run_id: str | None = None,
+                 out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train a policy on the warehouse's curated tasks (see the module docstring); resumable.
+
+    ``config``: a TrainConfig, a dict of its fields, or a YAML/JSON file. ``out_dir`` receives
+    ``learning_curve.png`` and ``before_after.md`` (default: ``cfg.checkpoint_dir``). Returns
+    ``{"train_run_id", "evals", "table", "table_markdown", "curve", "history", "timings",
+    "throughput", "data", "checkpoint", "resumed_from"}``.
+    """
+    from autoforge.rl.curves import plot_learning_curve
+    from autoforge.rl.trainer import policy_from_config, train, training_step_record
+    from autoforge.rollout.engine import EpisodeConfig
+    from autoforge.rollout.hf_agent import make_rollout_fn
+    from autoforge.rollout.judge import RuleJudge
+    from autoforge.rollout.users import ErrorRates
+    from autoforge.warehouse import query, write_records
+
+    cfg = as_config(config)
+    if cfg.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(cfg.torch_threads)
+    say = progress or (lambda phase, step, total, metrics: None)
+    out = Path(out_dir or cfg.checkpoint_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+
+    _check_resumable(cfg)
+    data = load_curated(warehouse, cfg)
+    timings["load_s"] = time.perf_counter() - t
+    say("setup", 0, 0, {"message": "loaded curated tasks", **data.summary()})
+
+    t = time.perf_counter()
+    gold = gold_episodes(data, concurrency=min(cfg.rollout_concurrency, 4), seed=cfg.seed) if cfg.sft_gold else []
+    timings["gold_replays_s"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    policy = policy_from_config(cfg, corpus_texts(data, gold))
+    timings["policy_s"] = time.perf_counter() - t
+    rid = train_run_id(cfg, data)
+    run_row = TrainingRun(train_run_id=rid, config={**cfg.model_dump(mode="json"), "data": data.summary()}, run_id=run_id)
+    write_records(warehouse, [run_row])
+
+    evals_path = Path(cfg.checkpoint_dir) / "evals.json"
+    evals: dict[str, dict] = json.loads(evals_path.read_text()) if evals_path.is_file() else {}
+
+    def evaluate(point: str) -> None:
+        if point not in cfg.eval_at or point in evals:
+            return
+        say(f"eval:{point}", 0, len(data.test), {})
+        ev = evaluate_policy(policy, data, cfg, point, warehouse=warehouse, run_id=rid)
+        evals[point] = ev
+        timings[f"eval_{point}_s"] = ev["wall_s"]
+        evals_path.parent.mkdir(parents=True, exist_ok=True)
+        evals_path.write_text(json.dumps(evals, indent=1))
+        say(f"eval:{point}", len(data.test), len(data.test), {"success_rate": ev["success_rate"]})
+
+    def log_fn(step: int, phase: str, metrics: dict) -> None:
+        write_records(warehouse, [training_step_record(rid, step, phase, metrics)])
+        total = cfg.steps if phase == "erpo" else sft_total
+        say(phase, step, total, metrics)
+
+    marks: dict[str, float] = {}
+
+    def before_erpo(pol) -> None:
+        marks["sft_end"] = time.perf_counter()
+        evaluate("sft")
+        marks["erpo_start"] = time.perf_counter()
+
+    try:
+        evaluate("start")
+        t = time.perf_counter()
+        examples = []
+        if cfg.sft_epochs > 0:
+            episodes = list(gold) + (stored_successes(warehouse, data.train) if cfg.sft_successful_rollouts else [])
+            examples = sft_examples(policy.tokenizer, episodes, data.schemas(), cfg.sft_max_examples, cfg.seed)
+        sft_total = -(-len(examples) // cfg.sft_batch_size) * cfg.sft_epochs
+        rollout_fn = make_rollout_fn(
+            data.dags, data.tools_by_env, error_rates=ErrorRates.uniform(cfg.user_error_rate),
+            judge=RuleJudge() if cfg.judge == "rule" else None,
+            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens),
+            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, concurrency=cfg.rollout_concurrency,
+            seed=cfg.seed)
+        result = train(policy, data.train, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,
+                       before_erpo=before_erpo)
+        t_end = time.perf_counter()
+        if "sft_end" in marks:
+            timings["sft_s"] = marks["sft_end"] - t
+            timings["erpo_s"] = t_end - marks["erpo_start"]
+        else:  # resumed inside ERPO
+            timings["erpo_s"] = t_end - t
+        evaluate("end")
+    except BaseException:
+        write_records(warehouse, [run_row.model_copy(update={"status": "failed", "finished_at": utcnow()})])
+        raise
+
+    history = result.history
+    curve = plot_learning_curve(history, out / "learning_curve.png", title=f"{rid}")
+    names = {r["env_id"]: r["name"] for r in query(warehouse, "SELECT env_id, name FROM environments")}
+    table = before_after_table(evals, names)
+    md = table_markdown(table)
+    (out / "before_after.md").write_text(md + "\n")
+    write_records(warehouse, [run_row.model_copy(update={"status": "completed", "finished_at": utcnow()})])
+    return {"train_run_id": rid, "evals": evals, "table": table, "table_markdown": md, "curve": str(curve),
+            "history": history, "timings": {k: round(v, 2) for k, v in timings.items()},
+            "throughput": throughput(history), "data": data.summary(), "sft_examples": len(examples),
+            "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
+            "resumed_from": str(result.resumed_from) if result.resumed_from else None}
+
+
+def throughput(history: list[dict]) -> dict[str, float | None]:
+    """Mean tokens/s of SFT steps, ERPO update passes, and rollout generation (generated tokens / rollout time)."""
+    def mean(xs):
+        xs = [x for x in xs if isinstance(x, (int, float))]
+        return round(sum(xs) / len(xs), 1) if xs else None
+
+    sft = [r for r in history if r["phase"] == "sft"]
+    erpo = [r for r in history if r["phase"] == "erpo"]
+    gen = sum(r.get("gen_tokens") or 0 for r in erpo)
+    roll = sum(r.get("rollout_s") or 0 for r in erpo)
+    return {"sft_tokens_per_s": mean(r.get("tokens_per_s") for r in sft),
+            "erpo_update_tokens_per_s": mean(r.get("tokens_per_s") for r in erpo),
+            "rollout_gen_tokens_per_s": round(gen / roll, 1) if roll else None}
+
+
+# --------------------------------------------------------------------------- the demo's short run
+
+
+def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 2) -> TrainConfig:
+    """A run sized for ``autoforge demo`` (well under 2 minutes on 2 CPU cores): the shortest tasks,
+    a very small policy, a few held-out tasks, SFT then ``steps`` ERPO steps."""
+    from autoforge.warehouse import query
+
+    # the shortest tasks, but enough of them: the smallest tool-call cap giving >= 16 train and >= 4 held-out tasks
+    rows = query(warehouse, "SELECT n_tool_calls AS n, sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS tr, "
+                            "sum(CASE WHEN split = 'test' THEN 1 ELSE 0 END) AS te FROM v_curated_tasks "
+                            "GROUP BY n_tool_calls ORDER BY n_tool_calls")
+    shortest, tr, te = None, 0, 0
+    for r in rows:
+        tr, te, shortest = tr + int(r["tr"]), te + int(r["te"]), int(r["n"])
+        if tr >= 16 and te >= 4:
+            break
+    return TrainConfig(
+        tiny_vocab_size=1024, tiny_hidden_size=64, tiny_num_layers=2, tiny_num_heads=4, tiny_max_positions=4096,
+        device="cpu", seed=0, max_tool_calls=shortest, prompt_tools="used", max_train_tasks=16, max_eval_tasks=6,
+        tasks_per_batch=2, rollouts_per_task=4, max_turns=4, max_new_tokens=48, max_episode_tokens=160,
+        steps=steps, lr=1e-3, sft_epochs=2, sft_lr=3e-3, sft_batch_size=4, sft_max_examples=16, micro_batch_size=4,
+        user_error_rate=0.2, eval_at=["start", "end"], rollout_concurrency=8, torch_threads=1,
+        checkpoint_dir=str(Path(out_dir) / "checkpoints"), checkpoint_every=max(steps, 1))
+
+
+def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 2,
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """The demo's short ERPO run (SFT cold start, ``steps`` ERPO steps, held-out pass^1 before/after)."""
+    cfg = demo_config(warehouse, out_dir, steps)
+    return run_training(warehouse, cfg, progress=progress, out_dir=out_dir)
