@@ -130,6 +130,20 @@ def reference(tmp_path_factory) -> dict:
     return snap
 
 
+# --------------------------------------------------------------------------- re-run
+
+
+def test_rerunning_the_same_batch_adds_no_rows(reference, tmp_path):
+    """Same parameters -> same batch id and content-hash ids: a second run upserts, adds nothing."""
+    wh = str(tmp_path / "twice.duckdb")
+    first = run_factory(FactoryParams(**FAST, warehouse=wh))
+    once = snapshot(wh)
+    second = run_factory(FactoryParams(**FAST, warehouse=wh))
+    assert second["batch_id"] == first["batch_id"]
+    assert snapshot(wh) == once
+    assert once["counts"] == reference["counts"] and once["tasks"] == reference["tasks"]
+
+
 # --------------------------------------------------------------------------- crash
 
 
