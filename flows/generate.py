@@ -32,7 +32,7 @@ def persist_task(results: list[StageResult], run: Run, warehouse: str | None) ->
     return persist(warehouse, results, run)
 
 
-@flow(name="generate-tasks", log_prints=True, task_runner=stage_task_runner())
+@flow(name="generate-tasks", flow_run_name="generate-seed{seed}-n{tasks_per_env}-env-{env}", log_prints=True, task_runner=stage_task_runner())
 def generate_tasks(
     env: str | None = None,
     seed: int = 0,

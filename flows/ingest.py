@@ -46,7 +46,7 @@ def toolset_rows(result: IngestResult) -> list[dict]:
     return rows
 
 
-@flow(name="ingest-tool-docs", log_prints=True)
+@flow(name="ingest-tool-docs", flow_run_name="ingest-bundled{bundled}", log_prints=True)
 def ingest_tool_docs(
     paths: list[str] | None = None,
     bundled: bool = False,

@@ -32,7 +32,7 @@ def persist_task(results: list[SampleResult], run: Run, warehouse: str | None) -
     return persist(warehouse, results, run)
 
 
-@flow(name="sample-tool-sequences", log_prints=True, task_runner=stage_task_runner())
+@flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True, task_runner=stage_task_runner())
 def sample_tool_sequences(
     env: str | None = None,
     seed: int = 0,

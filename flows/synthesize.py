@@ -31,7 +31,7 @@ def persist_task(results: list[SynthesisResult], run: Run, warehouse: str | None
     return persist(warehouse, results, run)
 
 
-@flow(name="synthesize-environments", log_prints=True, task_runner=stage_task_runner())
+@flow(name="synthesize-environments", flow_run_name="synthesize-{backend}-env-{env}", log_prints=True, task_runner=stage_task_runner())
 def synthesize_environments(
     env: str | None = None,
     backend: str = "offline",

@@ -31,7 +31,7 @@ def persist_task(results: list[StageResult], run: Run, warehouse: str | None) ->
     return persist(warehouse, results, run)
 
 
-@flow(name="verify-tasks", log_prints=True, task_runner=stage_task_runner())
+@flow(name="verify-tasks", flow_run_name="verify-env-{env}", log_prints=True, task_runner=stage_task_runner())
 def verify_tasks(
     env: str | None = None,
     warehouse: str | None = None,
