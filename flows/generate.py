@@ -13,10 +13,10 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._runner import stage_task_runner
+from flows._common import persist_stage, stage_task_runner
 
-from autoforge.tasks.stages import StageResult, client_for, finish, generate_env, load_inputs, persist, run_record, stage_counts
-from autoforge.types import EnvironmentRecord, Run, TaskDag, ToolCode
+from autoforge.tasks.stages import StageResult, client_for, finish, generate_env, load_inputs, run_record, stage_counts
+from autoforge.types import EnvironmentRecord, TaskDag, ToolCode
 
 
 @task(name="generate-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
@@ -25,11 +25,6 @@ def generate_task(env: EnvironmentRecord, tools: list[ToolCode], dags: list[Task
                   attempts_per_task: int, skip_ids: set[str], backend: str, batch_id: str | None, run_id: str) -> StageResult:
     return generate_env(env, tools, dags, seed, tasks_per_env=tasks_per_env, attempts_per_task=attempts_per_task,
                         client=client_for(backend), skip_ids=skip_ids, batch_id=batch_id, run_id=run_id)
-
-
-@task(name="persist-generate", cache_policy=NO_CACHE)
-def persist_task(results: list[StageResult], run: Run, warehouse: str | None) -> dict[str, int]:
-    return persist(warehouse, results, run)
 
 
 @flow(name="generate-tasks", flow_run_name="generate-seed{seed}-n{tasks_per_env}-env-{env}", log_prints=True, task_runner=stage_task_runner())
@@ -62,7 +57,7 @@ def generate_tasks(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("generating tasks for %s failed: %s", e.name, exc)
     counts = stage_counts(results, 0.0)
-    persist_task(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
+    persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
     table = [{"environment": names.get(r.env_id, r.env_id), "attempts": r.attempts, "tasks": len(r.tasks),
               "top_drops": ", ".join(f"{k} ({v})" for k, v in Counter(x.reason for x in r.rejections).most_common(3)) or "-"}

@@ -12,11 +12,11 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._runner import stage_task_runner
+from flows._common import persist_stage, stage_task_runner
 
-from autoforge.tasks.stages import (SampleResult, client_for, finish, load_inputs, persist, run_record, sample_counts,
+from autoforge.tasks.stages import (SampleResult, client_for, finish, load_inputs, run_record, sample_counts,
                                     sample_env)
-from autoforge.types import EnvironmentRecord, Run, ToolCode
+from autoforge.types import EnvironmentRecord, ToolCode
 
 
 @task(name="sample-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
@@ -25,11 +25,6 @@ def sample_task(env: EnvironmentRecord, tools: list[ToolCode], seed: int, walks:
                 max_len: int, start: str, dag_variants: int, backend: str, run_id: str) -> SampleResult:
     return sample_env(env, tools, seed, walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
                       dag_variants=dag_variants, client=client_for(backend), run_id=run_id)
-
-
-@task(name="persist-sample", cache_policy=NO_CACHE)
-def persist_task(results: list[SampleResult], run: Run, warehouse: str | None) -> dict[str, int]:
-    return persist(warehouse, results, run)
 
 
 @flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True, task_runner=stage_task_runner())
@@ -73,7 +68,7 @@ def sample_tool_sequences(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("sampling %s failed: %s", e.name, exc)
     counts = sample_counts(results, 0.0)
-    persist_task(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
+    persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
     table = [r.row(names.get(r.env_id, "")) for r in results]
     create_table_artifact(key="sample-tool-sequences",

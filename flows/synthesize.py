@@ -13,9 +13,9 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._runner import stage_task_runner
+from flows._common import persist_stage, stage_task_runner
 
-from autoforge.envs.stage import STAGE, finish_run, load_inputs, persist, summary, synthesize_one
+from autoforge.envs.stage import STAGE, finish_run, load_inputs, summary, synthesize_one
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table, toolset_specs
 from autoforge.types import Run, ToolSet, ToolSpec
 
@@ -24,11 +24,6 @@ from autoforge.types import Run, ToolSet, ToolSpec
       task_run_name="synthesize-{toolset.name}")
 def synthesize_task(toolset: ToolSet, specs: list[ToolSpec], backend: str, run_id: str) -> SynthesisResult:
     return synthesize_one(toolset, specs, backend, run_id)
-
-
-@task(name="persist-synthesis", cache_policy=NO_CACHE)
-def persist_task(results: list[SynthesisResult], run: Run, warehouse: str | None) -> dict[str, int]:
-    return persist(warehouse, results, run)
 
 
 @flow(name="synthesize-environments", flow_run_name="synthesize-{backend}-env-{env}", log_prints=True, task_runner=stage_task_runner())
@@ -59,7 +54,7 @@ def synthesize_environments(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("environment %s failed: %s", ts.name, exc)
     run = finish_run(run, results)
-    written = persist_task(quote(results), run, warehouse)
+    written = persist_stage(quote(results), run, warehouse)
     table = acceptance_table(results)
     for row in table:
         logger.info("%s: %s/%s tools accepted (%s)", row["environment"], row["accepted"], row["tools"], row["status"])

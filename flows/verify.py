@@ -13,10 +13,10 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._runner import stage_task_runner
+from flows._common import persist_stage, stage_task_runner
 
-from autoforge.tasks.stages import StageResult, finish, load_inputs, persist, run_record, stage_counts, verify_env
-from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
+from autoforge.tasks.stages import StageResult, finish, load_inputs, run_record, stage_counts, verify_env
+from autoforge.types import EnvironmentRecord, Task, TaskDag, ToolCode
 
 
 @task(name="verify-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
@@ -24,11 +24,6 @@ from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
 def verify_task(env: EnvironmentRecord, tools: list[ToolCode], tasks: list[Task], dags: list[TaskDag],
                 existing: dict[str, str], run_id: str) -> StageResult:
     return verify_env(env, tools, tasks, dags, existing=existing, run_id=run_id)
-
-
-@task(name="persist-verify", cache_policy=NO_CACHE)
-def persist_task(results: list[StageResult], run: Run, warehouse: str | None) -> dict[str, int]:
-    return persist(warehouse, results, run)
 
 
 @flow(name="verify-tasks", flow_run_name="verify-env-{env}", log_prints=True, task_runner=stage_task_runner())
@@ -53,7 +48,7 @@ def verify_tasks(
         except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
             logger.error("verifying %s failed: %s", e.name, exc)
     counts = stage_counts(results, 0.0)
-    persist_task(quote(results), finish(run, counts, failed=len(results) < len(todo)), warehouse)
+    persist_stage(quote(results), finish(run, counts, failed=len(results) < len(todo)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
     table = [{"environment": names.get(r.env_id, r.env_id), "checked": r.attempts,
               "verified": sum(t.status == "verified" for t in r.tasks),

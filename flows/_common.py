@@ -1,0 +1,29 @@
+"""What the stage flows share: their task runner (one thread per core) and their single persistence task.
+
+Stage tasks are CPU-bound (the GIL, plus one sandbox worker process per open environment), so
+more threads than cores only adds contention. Override per run with
+``AUTOFORGE_STAGE_WORKERS``; for a cluster, swap in a Dask/Ray runner (README "Running on Prefect").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from autoforge.types import Run
+from autoforge.warehouse import write_records
+
+
+def stage_task_runner() -> ThreadPoolTaskRunner:
+    workers = int(os.environ.get("AUTOFORGE_STAGE_WORKERS") or os.cpu_count() or 1)
+    return ThreadPoolTaskRunner(max_workers=max(1, workers))
+
+
+@task(name="persist-stage", task_run_name="persist-{run.stage}", cache_policy=NO_CACHE)
+def persist_stage(results: list[Any], run: Run, warehouse: str | None) -> dict[str, int]:
+    """The stage's ONE write (DuckDB's single writer): every record of every environment's result, and the run."""
+    return write_records(warehouse, [rec for res in results for rec in res.records()], run=run)
