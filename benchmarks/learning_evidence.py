@@ -153,13 +153,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default="/tmp/autoforge_learning_evidence")
     ap.add_argument("--max-tool-calls", type=int, default=2)
     ap.add_argument("--max-reasoning-nodes", type=int, default=0)
+    ap.add_argument("--envs", default="retail", help="comma-separated environment names/ids ('' = all); one "
+                    "environment gives a tiny policy one tool set to learn")
     ap.add_argument("--max-train-tasks", type=int, default=200)
     ap.add_argument("--max-eval-tasks", type=int, default=40)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=2048)
-    ap.add_argument("--sft-epochs", type=int, default=3)
-    ap.add_argument("--sft-lr", type=float, default=2e-3)
+    ap.add_argument("--sft-epochs", type=int, default=6)
+    ap.add_argument("--sft-lr", type=float, default=3e-3)
+    ap.add_argument("--sft-batch", type=int, default=4, help="sequences per SFT step (small: more steps per epoch)")
+    ap.add_argument("--sft-context-weight", type=float, default=0.0,
+                    help="SFT loss weight of non-agent tokens (TrainConfig.sft_context_weight)")
     ap.add_argument("--erpo-steps", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--tasks-per-batch", type=int, default=8)
@@ -185,8 +190,10 @@ def main(argv=None) -> dict:
         tiny_num_heads=max(2, args.hidden // 32), device="cpu", seed=args.seed, torch_threads=args.threads,
         max_tool_calls=args.max_tool_calls, max_reasoning_nodes=args.max_reasoning_nodes, prompt_tools="used",
         max_train_tasks=args.max_train_tasks, max_eval_tasks=args.max_eval_tasks,
-        max_turns=8, max_new_tokens=96, max_episode_tokens=400, temperature=1.0, rollout_concurrency=8,
-        micro_batch_size=8, sft_batch_size=16, sft_lr=args.sft_lr, sft_epochs=args.sft_epochs,
+        envs=[e for e in args.envs.split(",") if e] or None,
+        max_turns=8, max_new_tokens=160, max_episode_tokens=600, temperature=1.0, rollout_concurrency=8,
+        micro_batch_size=4, sft_batch_size=args.sft_batch, sft_lr=args.sft_lr, sft_epochs=args.sft_epochs,
+        sft_context_weight=args.sft_context_weight,
         checkpoint_every=1000)
 
     # ---- phase 1: base policy -> SFT on gold replays (evaluated before and after)

@@ -165,3 +165,28 @@ def test_rl_library_does_not_import_prefect():
     code = ("import sys, autoforge.rl.trainer, autoforge.rl.synthetic, autoforge.rl.curves; "
             "sys.exit(1 if any(m.startswith('prefect') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_sft_lr_schedule_warms_up_then_decays_to_a_tenth(tmp_path):
+    from autoforge.rl.trainer import sft_lr_at
+
+    cfg = _cfg(tmp_path, sft_lr=1e-3, sft_warmup_frac=0.1)
+    lrs = [sft_lr_at(cfg, s, 100) for s in range(100)]
+    assert lrs[0] == pytest.approx(1e-4) and lrs[9] == pytest.approx(1e-3)  # linear warm-up over 10 steps
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))  # then monotone decay
+    assert lrs[-1] == pytest.approx(1e-4)
+    assert sft_lr_at(_cfg(tmp_path, sft_lr=1e-3, sft_schedule="constant"), 50, 100) == 1e-3
+
+
+def test_sft_context_weight_scores_the_non_agent_tokens(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    ids = pol.tokenizer("Please update record R1 in environment 2; set status 3.")["input_ids"]
+    mask = [0] * (len(ids) - 3) + [1] * 3
+    with torch.no_grad():
+        logp = torch.log_softmax(pol.model(torch.tensor([ids])).logits[0, :-1].float(), -1)
+        nll = -logp.gather(1, torch.tensor(ids[1:])[:, None]).squeeze(1)
+    m = torch.tensor(mask[1:], dtype=torch.float32)
+    w = m + 0.5 * (1 - m)
+    cfg = _cfg(tmp_path, sft_epochs=1, sft_batch_size=1, sft_context_weight=0.5, checkpoint_every=100)
+    hist = sft(pol, [(ids, mask)], cfg)
+    assert hist[0]["loss"] == pytest.approx(float((nll * w).sum() / w.sum()), rel=1e-4)

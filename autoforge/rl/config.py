@@ -127,6 +127,19 @@ class TrainConfig(BaseModel):
     )
     sft_lr: float = Field(1e-4, gt=0, description="AdamW learning rate for SFT. Ours.")
     sft_batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step. Ours.")
+    sft_schedule: Literal["constant", "cosine"] = Field(
+        "cosine", description="SFT learning-rate schedule: 'cosine' = linear warm-up over sft_warmup_frac of the steps, "
+        "then cosine decay to 10% of sft_lr; 'constant' = sft_lr throughout. A tiny policy trained from scratch "
+        "at a high lr needs the warm-up and the decay to converge in a few hundred steps. Ours."
+    )
+    sft_context_weight: float = Field(
+        0.0, ge=0, description="SFT loss weight of the NON-agent tokens of a dialogue (user turns, tool outputs, prompt), "
+        "relative to 1 for agent tokens. 0 = train on agent tokens only (the policy's own actions). A small positive "
+        "weight adds plain language modelling of the dialogue, which teaches a from-scratch tiny policy to copy ids "
+        "and emails that appeared earlier in the context (induction) much sooner. Ours."
+    )
+    sft_warmup_frac: float = Field(0.05, ge=0, le=1, description="Fraction of SFT steps spent warming the lr up "
+                                   "(sft_schedule='cosine'). Ours.")
 
     sft_gold: bool = Field(
         True, description="SFT on gold replays: each train task's gold DAG played through the dialogue by the oracle "

@@ -63,7 +63,7 @@ def _chunks(xs: Sequence, n: int):
         yield xs[i:i + n]
 
 
-def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool = False):
+def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool = False, all_positions: bool = False):
     """Log-probs of each token given its prefix.
 
     batch["input_ids"] [B, L] -> logprobs [B, L-1] (position t scores token t+1), entropy [B, L-1] or None.
@@ -74,7 +74,7 @@ def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool
     ids = batch["input_ids"]
     L = ids.size(1)
     cols = torch.nonzero(batch["loss_mask"][:, 1:].sum(0)).flatten()
-    first = int(cols[0]) if len(cols) else 0  # first target column (in [0, L-1)) any row trains on
+    first = int(cols[0]) if len(cols) and not all_positions else 0  # first target column (in [0, L-1)) any row trains on
     kw = {"logits_to_keep": L - first} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     logits = model(input_ids=ids, attention_mask=batch["attention_mask"], **kw).logits  # [B, L-first, V] (or [B, L, V])
     logits = logits[:, -(L - first):-1] if kw else logits[:, first:-1]  # [B, L-1-first, V]: scores tokens first+1..L-1
@@ -96,6 +96,17 @@ def _as_example(x) -> tuple[list[int], list[int]]:
     if len(ids) != len(mask):
         raise ConfigError(f"SFT example: {len(ids)} token ids but {len(mask)} mask entries")
     return list(ids), list(mask)
+
+
+def sft_lr_at(cfg: TrainConfig, step: int, total: int) -> float:
+    """SFT learning rate at optimizer step ``step`` (0-based) of ``total`` (a function of the step: resumable)."""
+    if cfg.sft_schedule == "constant" or total <= 1:
+        return cfg.sft_lr
+    warm = int(round(cfg.sft_warmup_frac * total))
+    if step < warm:
+        return cfg.sft_lr * (step + 1) / warm
+    frac = (step - warm) / max(1, total - warm - 1)
+    return cfg.sft_lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
 
 
 def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | None = None,
@@ -121,19 +132,25 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
     model.train()
     for step in range(start, total):
         t0 = time.perf_counter()
+        lr = sft_lr_at(cfg, step, total)
+        for g in opt.param_groups:
+            g["lr"] = lr
         epoch, i = divmod(step, per_epoch)
         order = list(range(len(data)))
         random.Random(_step_seed(cfg.seed, "sft", epoch)).shuffle(order)  # same order on resume
         batch_ex = [data[j] for j in order[i * cfg.sft_batch_size:(i + 1) * cfg.sft_batch_size]]
         trajs = [Trajectory("sft", "sft", ids, m, [0.0] * len(ids), 0.0) for ids, m in batch_ex]
+        w_ctx = cfg.sft_context_weight
         n_tok = sum(sum(t.loss_mask[1:]) for t in trajs)
+        norm = n_tok + w_ctx * sum(len(t.loss_mask) - 1 - sum(t.loss_mask[1:]) for t in trajs)
         opt.zero_grad(set_to_none=True)
         loss_sum, seq_tokens = 0.0, 0
         for mb in _chunks(trajs, cfg.micro_batch_size):
             b = collate(mb, policy.pad_id, device=policy.device)
-            lp, _ = _forward_logprobs(model, b, 1.0)  # [b, L-1]
+            lp, _ = _forward_logprobs(model, b, 1.0, all_positions=w_ctx > 0)  # [b, L-1]
             mask = b["loss_mask"][:, 1:]  # the label of position t is token t+1: mask of the target token
-            loss = -(lp * mask).sum() / n_tok  # token-level mean over the whole step's batch
+            weight = mask + w_ctx * (1 - mask) * b["attention_mask"][:, 1:].float()
+            loss = -(lp * weight).sum() / norm  # token-level mean over the whole step's batch
             loss.backward()
             loss_sum += loss.item()
             seq_tokens += int(b["attention_mask"].sum())
@@ -141,7 +158,7 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
         opt.step()
         dt = time.perf_counter() - t0
         metrics = {"loss": loss_sum, "grad_norm": grad_norm, "tokens": n_tok, "tokens_per_s": seq_tokens / dt,
-                   "epoch": epoch, "lr": cfg.sft_lr, "step_s": dt}
+                   "epoch": epoch, "lr": lr, "step_s": dt}
         history.append({"phase": "sft", "step": step + 1, **metrics})
         if log_fn:
             log_fn(step + 1, "sft", metrics)
