@@ -236,8 +236,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
-        print(format_report(summary))
+        print(format_report(_with_env_names(_wh(args), summary)))
     return 0
+
+
+def _with_env_names(warehouse: str | None, summary: dict) -> dict:
+    """The summary with environment names in place of env ids, for people reading the table."""
+    from autoforge.warehouse import query
+
+    names = {r["env_id"]: r["name"] for r in query(warehouse, "SELECT env_id, name FROM environments",
+                                                  read_only_check=False)}
+    rows = [{**r, "env_id": names.get(r["env_id"], r["env_id"])} if r.get("env_id") else r for r in summary["results"]]
+    return {**summary, "results": rows}
 
 
 @command("serve")

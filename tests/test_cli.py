@@ -104,3 +104,16 @@ def test_ingest_bad_docs_exit_1_and_keep_good_ones(tmp_path, capsys):
     main(["sql", "--warehouse", wh, "--format", "json", "SELECT status, error FROM tool_docs WHERE status = 'rejected'"])
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 1 and "broken.json" in rows[0]["error"]
+
+
+def test_factory_then_eval_prints_pass_k_by_environment_name(tmp_path, capsys):
+    wh = str(tmp_path / "w.duckdb")
+    assert main(["factory", "--no-prefect", "--warehouse", wh, "--env", "retail", "--tasks-per-env", "4"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--warehouse", wh, "--agent", "oracle", "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "retail" in out and "(overall)" in out and "pass^k" in out
+    assert main(["eval", "--warehouse", wh, "--agent", "random", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    overall = [r for r in summary["results"] if r["env_id"] is None]
+    assert overall and overall[0]["pass_hat_k"] == 0.0
