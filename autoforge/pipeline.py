@@ -16,6 +16,23 @@ from autoforge.types import Run, content_id
 from autoforge.warehouse import write_records
 
 
+def ingest_plan(paths: list[str | Path] | None, bundled: bool, batch_id: str | None = None) -> tuple[list[str], Run]:
+    """The files to read and the run row of an ingest (shared by ``run_ingest`` and the ``ingest_tool_docs`` flow)."""
+    from autoforge.tooldocs.ingest import bundled_corpus_path
+
+    given = [str(p) for p in (paths or [])]
+    all_paths = given + ([str(bundled_corpus_path())] if bundled else [])
+    if not all_paths:
+        raise ConfigError("nothing to ingest: give paths (files or folders of tool docs) or set bundled=true")
+    return all_paths, Run.make("ingest", {"paths": given, "bundled": bundled}, batch_id)
+
+
+def ingest_finished(run: Run, result: Any) -> Run:
+    """The ingest run row with its counts, once the documents are parsed."""
+    c = result.counts()
+    return run.finish(docs_in=c["docs"], docs_rejected=c["rejected"], toolsets=c["toolsets"], tools=c["tools"])
+
+
 def run_ingest(
     warehouse: str | None,
     paths: list[str | Path] | None = None,
@@ -23,27 +40,17 @@ def run_ingest(
     batch_id: str | None = None,
 ) -> dict[str, Any]:
     """Ingest tool documentation into ``tool_docs``, ``tool_specs`` and ``toolsets``."""
-    from autoforge.tooldocs.ingest import bundled_corpus_path, ingest_paths
+    from autoforge.tooldocs.ingest import ingest_paths
 
-    all_paths = [str(p) for p in (paths or [])]
-    if bundled:
-        all_paths.append(str(bundled_corpus_path()))
-    run = Run.make("ingest", {"paths": [str(p) for p in (paths or [])], "bundled": bundled}, batch_id)
+    all_paths, run = ingest_plan(paths, bundled, batch_id)
     result = ingest_paths(all_paths, run_id=run.run_id)
-    rejected = [d for d in result.docs if d.status == "rejected"]
-    rejections = result.rejections(run.run_id)
-    run = run.finish(
-        docs_in=len(result.docs),
-        docs_rejected=len(rejected),
-        toolsets=len(result.toolsets),
-        tools=len(result.specs),
-    )
-    write_records(warehouse, [*result.docs, *result.specs, *result.toolsets, *rejections], run=run)
+    run = ingest_finished(run, result)
+    write_records(warehouse, [*result.records(), *result.rejections(run.run_id)], run=run)
     return {
         "run_id": run.run_id,
         "n_toolsets": len(result.toolsets),
         "n_tools": len(result.specs),
-        "n_rejected": len(rejected),
+        "n_rejected": result.counts()["rejected"],
         "errors": list(result.errors),
         "toolsets": [{"toolset": t.name, "tools": t.n_tools, "docs": len(t.doc_ids)} for t in result.toolsets],
     }

@@ -13,8 +13,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from autoforge.errors import ConfigError
-from autoforge.tooldocs import IngestResult, bundled_corpus_path, ingest_paths
+from autoforge.pipeline import ingest_finished, ingest_plan
+from autoforge.tooldocs import IngestResult, ingest_paths
 from autoforge.types import Run
 
 
@@ -61,17 +61,12 @@ def ingest_tool_docs(
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
     """
     logger = get_run_logger()
-    all_paths = [str(p) for p in (paths or [])]
-    if bundled:
-        all_paths.append(str(bundled_corpus_path()))
-    if not all_paths:
-        raise ConfigError("nothing to ingest: give paths (files or folders of tool docs) or set bundled=true")
-    run = Run.make("ingest", {"paths": [str(p) for p in (paths or [])], "bundled": bundled}, batch_id)
+    all_paths, run = ingest_plan(paths, bundled, batch_id)
     result = parse_tool_docs(all_paths, run.run_id)
     for error in result.errors:
         logger.warning("rejected: %s", error)
     counts = result.counts()
-    run = run.finish(docs_in=counts["docs"], docs_rejected=counts["rejected"], toolsets=counts["toolsets"], tools=counts["tools"])
+    run = ingest_finished(run, result)
     written = persist_ingest(quote(result), run, warehouse)
     rows = toolset_rows(result)
     create_table_artifact(
