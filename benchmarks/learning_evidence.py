@@ -57,7 +57,7 @@ def heldout_nll(model_dir: str, wh: str, cfg: TrainConfig) -> float:
 
     data = load_curated(wh, cfg)
     pol = load_policy(model_dir, device="cpu")
-    ex = sft_examples(pol.tokenizer, gold_episodes(data, data.test), data.schemas())
+    ex = sft_examples(pol.tokenizer, gold_episodes(data, data.test), data.schemas(cfg.tool_schema))
     tot, n = 0.0, 0
     with torch.no_grad():
         for i in range(0, len(ex), 8):
@@ -155,6 +155,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-reasoning-nodes", type=int, default=0)
     ap.add_argument("--envs", default="retail", help="comma-separated environment names/ids ('' = all); one "
                     "environment gives a tiny policy one tool set to learn")
+    ap.add_argument("--tool-schema", choices=("full", "compact"), default="compact",
+                    help="tool schemas in the prompt (TrainConfig.tool_schema); compact = ~half the context")
     ap.add_argument("--max-train-tasks", type=int, default=200)
     ap.add_argument("--max-eval-tasks", type=int, default=40)
     ap.add_argument("--hidden", type=int, default=128)
@@ -189,6 +191,7 @@ def main(argv=None) -> dict:
         tiny_vocab_size=args.vocab, tiny_hidden_size=args.hidden, tiny_num_layers=args.layers,
         tiny_num_heads=max(2, args.hidden // 32), device="cpu", seed=args.seed, torch_threads=args.threads,
         max_tool_calls=args.max_tool_calls, max_reasoning_nodes=args.max_reasoning_nodes, prompt_tools="used",
+        tool_schema=args.tool_schema,
         max_train_tasks=args.max_train_tasks, max_eval_tasks=args.max_eval_tasks,
         envs=[e for e in args.envs.split(",") if e] or None,
         max_turns=8, max_new_tokens=160, max_episode_tokens=600, temperature=1.0, rollout_concurrency=8,

@@ -59,6 +59,18 @@ def test_build_save_reload_offline(tmp_path, monkeypatch):
     assert pol.stop_ids == [pol.tokenizer.convert_tokens_to_ids("<|im_end|>")]
 
 
+def test_values_tokenize_the_same_wherever_they_appear(policy):
+    """A value copied from the user's message into a JSON call is the same token ids (no leading-space variants)."""
+    tok = policy.tokenizer
+    value = "ava.patel70@example.com"
+    ids = tok(value, add_special_tokens=False)["input_ids"]
+    for context in ("- email: {}\n", '{{"email": "{}"}}', "my email is {} thanks", "({})"):
+        text = context.format(value)
+        enc = tok(text, add_special_tokens=False)["input_ids"]
+        assert any(enc[i:i + len(ids)] == ids for i in range(len(enc))), (context, tok.convert_ids_to_tokens(enc))
+        assert tok.decode(enc) == text
+
+
 def test_load_refuses_to_download(tmp_path):
     with pytest.raises(ConfigError, match="not a local model directory"):
         load_policy("Qwen/Qwen3-0.6B")

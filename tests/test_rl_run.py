@@ -162,3 +162,38 @@ def test_run_training_stores_metrics_curve_table_and_resumes_after_a_kill(wh, tm
 
     with pytest.raises(ConfigError, match="different config"):
         run_training(wh, _cfg(tmp_path, steps=3, lr=5e-3), out_dir=tmp_path / "out")
+
+
+def test_value_substitution_keeps_dialogues_consistent_and_forces_copying(wh, tmp_path):
+    """Augmented gold replays: no original id/email/name is left, every call value is still in the context."""
+    from autoforge.rl.augment import _copyable, _string_leaves, augmented_episodes
+
+    cfg = _cfg(tmp_path, max_train_tasks=None)
+    data = load_curated(wh, cfg)
+    gold = gold_episodes(data)
+    aug = augmented_episodes(gold, data.train, copies=2, seed=3)
+    assert len(aug) == 2 * len(gold)
+    assert [a.model_dump() for a in aug] == [a.model_dump() for a in augmented_episodes(gold, data.train, 2, seed=3)]
+    by_id = {t.task_id: t for t in data.train}
+    n_changed = 0
+    for a in aug:
+        orig = next(g for g in gold if a.episode_id.startswith(g.episode_id))
+        old = {v for _, v in _string_leaves(by_id[a.task_id].user_facts) if _copyable(v)}
+        text = "\n".join(m.content for m in a.messages) + json.dumps(
+            [c.arguments for m in a.messages for c in (m.tool_calls or [])])
+        assert not any(f'"{v}"' in text or f" {v}\n" in text for v in old if len(v) > 3), a.episode_id
+        # the structure is the gold one: same roles, same tools called
+        assert [m.role for m in a.messages] == [m.role for m in orig.messages]
+        assert [c.name for m in a.messages for c in (m.tool_calls or [])] == \
+               [c.name for m in orig.messages for c in (m.tool_calls or [])]
+        # every string a call copies was in the context before the call, as in the original
+        seen, seen_orig = "", ""
+        for m, mo in zip(a.messages, orig.messages):
+            for c, co in zip(m.tool_calls or [], mo.tool_calls or []):
+                for (_, v), (_, vo) in zip(_string_leaves(c.arguments), _string_leaves(co.arguments)):
+                    if _copyable(vo) and vo in seen_orig:
+                        assert v in seen, (v, c.name)
+                        n_changed += v != vo
+            seen += m.content + "\n"
+            seen_orig += mo.content + "\n"
+    assert n_changed > 0

@@ -101,6 +101,33 @@ def test_tool_schemas_from_code():
     assert cancel["type"] == "function" and cancel["function"]["parameters"]["required"] == ["order_id"]
 
 
+def test_compact_schemas_keep_structure_and_drop_prose():
+    import json as _json
+
+    import jsonschema
+
+    from autoforge.rollout.toolcalls import compact_schema
+
+    full, compact = tool_schemas(make_tools()), tool_schemas(make_tools(), style="compact")
+    assert [s["function"]["name"] for s in full] == [s["function"]["name"] for s in compact]
+    assert len(_json.dumps(compact)) <= len(_json.dumps(full))
+    for f, c in zip(full, compact):
+        fp, cp = f["function"]["parameters"], c["function"]["parameters"]
+        assert cp.get("required") == fp.get("required") and set(cp.get("properties", {})) == set(fp.get("properties", {}))
+        jsonschema.Draft202012Validator.check_schema(cp)  # still a valid JSON Schema
+    nested = {"type": "object", "description": "d", "properties": {
+        "items": {"type": "array", "description": "x", "items": {"type": "object", "title": "Item", "properties": {
+            "qty": {"type": "integer", "minimum": 1, "description": "n"}}, "required": ["qty"]}},
+        "mode": {"enum": ["a", "b"], "default": "a", "pattern": "^.$"},
+        "either": {"anyOf": [{"type": "string", "examples": ["s"]}, {"type": "null"}]}}, "required": ["items"]}
+    assert compact_schema(nested) == {"type": "object", "properties": {
+        "items": {"type": "array", "items": {"type": "object", "properties": {"qty": {"type": "integer"}},
+                                             "required": ["qty"]}},
+        "mode": {"enum": ["a", "b"]}, "either": {"anyOf": [{"type": "string"}, {"type": "null"}]}}, "required": ["items"]}
+    with pytest.raises(ValueError, match="compact"):
+        tool_schemas(make_tools(), style="short")
+
+
 # --------------------------------------------------------------------------- native tool calls (stub server)
 
 

@@ -149,6 +149,11 @@ class TrainConfig(BaseModel):
         True, description="Also SFT on successful, unflagged episodes of train tasks already stored in the warehouse "
         "(reward 1, judge did not flag; any agent except the oracle, whose episodes are the gold replays). Source: the paper's cold start uses verified trajectories; ours."
     )
+    sft_augment_copies: int = Field(
+        0, ge=0, description="Value-substituted re-tellings added per gold replay (autoforge.rl.augment): every id, "
+        "email and name in the dialogue re-drawn consistently, so the SFT loss can only be fit by copying values from "
+        "the context, not by memorising them. Training text only, never executed. Ours."
+    )
     sft_max_examples: int | None = Field(None, ge=1, description="Cap on SFT examples (None = all). Ours.")
 
     # ----------------------------------------------------------------- data: which curated tasks (v_curated_tasks)
@@ -168,6 +173,11 @@ class TrainConfig(BaseModel):
         "all", description="Tools listed in the policy's system prompt: 'all' accepted tools of the environment, or "
         "'used' = only the tools some selected task (train or held-out) of that environment calls in its gold DAG — a "
         "smaller action space and a much shorter prompt for tiny CPU policies. Ours (the paper lists all tools)."
+    )
+    tool_schema: Literal["full", "compact"] = Field(
+        "full", description="How tool schemas are rendered into the policy's prompt: 'full' JSON Schemas (descriptions, "
+        "patterns, defaults) or 'compact' (types, properties, enums, required only; first sentence of the tool "
+        "description) — about a third of the prompt tokens for tiny CPU policies. Ours (the paper shows full docs)."
     )
 
     # ----------------------------------------------------------------- episodes (autoforge.rollout)

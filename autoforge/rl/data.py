@@ -37,15 +37,16 @@ class CuratedData:
     tools_by_env: dict[str, list[ToolCode]]  # what the engine runs (prompt tools filtered by cfg.prompt_tools)
     specs_by_env: dict[str, list[ToolSpec]] = field(default_factory=dict)
 
-    def schemas(self) -> dict[str, list[dict]]:
+    def schemas(self, style: str = "full") -> dict[str, list[dict]]:
         """Tool schemas per environment, as the episode engine renders them into the system prompt.
 
         Without specs, exactly as :func:`autoforge.rollout.hf_agent.make_rollout_fn` does, so
-        training rollouts, SFT examples and evaluation all see the same prompt.
+        training rollouts, SFT examples and evaluation all see the same prompt (``style`` is
+        TrainConfig.tool_schema, passed to the engine as EpisodeConfig.tool_schema).
         """
         from autoforge.rollout.toolcalls import tool_schemas
 
-        return {env: tool_schemas(tools) for env, tools in self.tools_by_env.items()}
+        return {env: tool_schemas(tools, style=style) for env, tools in self.tools_by_env.items()}
 
     def summary(self) -> dict[str, Any]:
         envs = sorted({t.env_id for t in self.train + self.test})
@@ -152,13 +153,13 @@ def sft_examples(tokenizer, episodes: Iterable[Episode], schemas: dict[str, list
 # --------------------------------------------------------------------------- tokenizer corpus
 
 
-def corpus_texts(data: CuratedData, episodes: Iterable[Episode] = ()) -> list[str]:
+def corpus_texts(data: CuratedData, episodes: Iterable[Episode] = (), schema_style: str = "full") -> list[str]:
     """Text to train the tiny policy's BPE on: tool schemas, train requests and user facts, gold dialogues."""
     from autoforge.rl.chat import render_messages
     from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT
 
     texts = [DEFAULT_SYSTEM_PROMPT]
-    for env, schemas in sorted(data.schemas().items()):
+    for env, schemas in sorted(data.schemas(schema_style).items()):
         texts.append("\n".join(json.dumps(s, ensure_ascii=False) for s in schemas))
         for spec in data.specs_by_env.get(env, []):
             texts.append(f"{spec.name}: {spec.description}")

@@ -60,7 +60,7 @@ def build_tokenizer(corpus_texts: Iterable[str], vocab_size: int = 2048, min_fre
     Byte-level: any UTF-8 text encodes (no unknown token). The chat boilerplate (tool preamble)
     is added to the corpus so the system prompt tokenizes compactly.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     def corpus():
@@ -75,7 +75,16 @@ def build_tokenizer(corpus_texts: Iterable[str], vocab_size: int = 2048, min_fre
             raise ConfigError("build_tokenizer: the corpus is empty; pass the task texts (requests, tool docs) to train on")
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    # Pre-tokens: letter runs, digit runs, punctuation runs with one trailing space, whitespace.
+    # A word never carries a leading space, so a value tokenizes the same after a space, a quote
+    # or a colon ("email: ava.patel70@..." in the user's message and '"email": "ava.patel70@..."'
+    # in the call share the ids of "ava", ".", "patel", "70", ...): copying an argument from the
+    # context is token-identical, which a tiny policy can learn. (GPT-2's regex gives " ava"
+    # there and "ava" here: two unrelated ids.) JSON's '": ' and ', ' stay one pre-token each.
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(r"\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+ ?|\s+"), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

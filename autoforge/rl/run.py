@@ -7,7 +7,8 @@
     gold replays: the oracle plays each train task with the offline user            data.gold_episodes
     policy: cfg.model_path, or the tiny one built on the warehouse's own text       trainer.policy_from_config
     eval "start": held-out pass^1 of the base policy (HF agent, error-free user)     evaluate_policy
-    SFT on gold replays (+ stored successful rollouts), agent tokens only           trainer.sft
+    SFT on gold replays (+ stored successful rollouts, + value-substituted copies),
+          agent tokens only                                                         trainer.sft, augment
     eval "sft"
     ERPO: rollouts through the episode engine (HF agent, offline user with injected
           errors, rule judge -> MEU masking), env-level advantages, clipped loss     trainer.train_erpo
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from autoforge.errors import ConfigError
+from autoforge.rl.augment import augmented_episodes
 from autoforge.rl.config import TrainConfig
 from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, load_curated, sft_examples, stored_successes
 from autoforge.types import TrainingRun, content_id, utcnow
@@ -98,7 +100,7 @@ def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, 
                                           generator=gen, name=agent_name),
             user_factory=lambda task, plan, s: OfflineUser(task, plan, seed=s), agent_name=agent_name,
             user_name="offline", trials=cfg.eval_trials, concurrency=cfg.rollout_concurrency,
-            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens), seed=cfg.seed,
+            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens, tool_schema=cfg.tool_schema), seed=cfg.seed,
             run_id=run_id, n_boot=200)
     finally:
         gen.close()
@@ -184,7 +186,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
     timings["gold_replays_s"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    policy = policy_from_config(cfg, corpus_texts(data, gold))
+    policy = policy_from_config(cfg, corpus_texts(data, gold, cfg.tool_schema))
     timings["policy_s"] = time.perf_counter() - t
     rid = train_run_id(cfg, data)
     run_row = TrainingRun(train_run_id=rid, config={**cfg.model_dump(mode="json"), "data": data.summary()}, run_id=run_id)
@@ -222,12 +224,13 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
         examples = []
         if cfg.sft_epochs > 0:
             episodes = list(gold) + (stored_successes(warehouse, data.train) if cfg.sft_successful_rollouts else [])
-            examples = sft_examples(policy.tokenizer, episodes, data.schemas(), cfg.sft_max_examples, cfg.seed)
+            episodes += augmented_episodes(episodes, data.train, cfg.sft_augment_copies, cfg.seed)
+            examples = sft_examples(policy.tokenizer, episodes, data.schemas(cfg.tool_schema), cfg.sft_max_examples, cfg.seed)
         sft_total = -(-len(examples) // cfg.sft_batch_size) * cfg.sft_epochs
         rollout_fn = make_rollout_fn(
             data.dags, data.tools_by_env, error_rates=ErrorRates.uniform(cfg.user_error_rate),
             judge=RuleJudge() if cfg.judge == "rule" else None,
-            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens),
+            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens, tool_schema=cfg.tool_schema),
             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, concurrency=cfg.rollout_concurrency,
             seed=cfg.seed)
         result = train(policy, data.train, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,

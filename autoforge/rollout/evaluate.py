@@ -188,7 +188,8 @@ def evaluate_tasks(
     user_label = user_name + error_rates.label()
     eval_id = eval_id or content_id("eval", agent_name, user_label, sorted(t.task_id for t in tasks), trials, seed,
                                     getattr(judge, "name", None), config.__dict__)
-    schemas = {env: tool_schemas(tools, (specs_by_env or {}).get(env, ())) for env, tools in tools_by_env.items()}
+    schemas = {env: tool_schemas(tools, (specs_by_env or {}).get(env, ()), style=config.tool_schema)
+               for env, tools in tools_by_env.items()}
     # Interleave trials so the pool works on different tasks at once (trial-major order).
     jobs = [(task, k) for k in range(trials) for task in tasks]
 

@@ -157,18 +157,55 @@ def format_hermes(call: ToolCall) -> str:
 # --------------------------------------------------------------------------- tool schemas
 
 
-def tool_schemas(tools: Iterable[ToolCode], specs: Iterable[ToolSpec] = ()) -> list[dict[str, Any]]:
+SCHEMA_STYLES = ("full", "compact")
+# JSON Schema keywords a compact schema keeps: the structure an agent needs to form a call.
+_COMPACT_KEYS = ("type", "properties", "required", "items", "enum", "anyOf", "oneOf", "additionalProperties")
+
+
+def compact_schema(schema: Any) -> Any:
+    """A JSON Schema without prose: descriptions, patterns, examples, titles, formats and defaults dropped.
+
+    Still a valid schema with the same properties, types, enums, nesting and required lists, so
+    a call that satisfies it satisfies the same structure. For small policies the tool prompt is
+    most of the context (~1,300 of ~1,500 tokens on a one-environment retail task) and mostly prose.
+    """
+    if isinstance(schema, list):
+        return [compact_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key in _COMPACT_KEYS:
+        if key not in schema:
+            continue
+        val = schema[key]
+        if key == "properties" and isinstance(val, dict):
+            out[key] = {name: compact_schema(sub) for name, sub in val.items()}
+        elif key in ("items", "anyOf", "oneOf") or (key == "additionalProperties" and isinstance(val, dict)):
+            out[key] = compact_schema(val)
+        else:
+            out[key] = val
+    return out
+
+
+def tool_schemas(tools: Iterable[ToolCode], specs: Iterable[ToolSpec] = (), style: str = "full") -> list[dict[str, Any]]:
     """OpenAI function-calling schemas for an environment's accepted tools (sorted by name).
 
     The description comes from the tool's :class:`ToolSpec` when given (the documentation the
-    agent would read); parameters from the accepted code's JSON Schema.
+    agent would read); parameters from the accepted code's JSON Schema. ``style="compact"``
+    keeps only the first sentence of the description and the parameters' structure
+    (:func:`compact_schema`).
     """
+    if style not in SCHEMA_STYLES:
+        raise ValueError(f"tool schema style must be one of {SCHEMA_STYLES}, got {style!r}")
     desc = {s.tool_id: s.description for s in specs}
     out = []
     for t in sorted((t for t in tools if t.status == "accepted"), key=lambda t: t.name):
         params = t.parameters or {"type": "object", "properties": {}}
-        out.append({"type": "function", "function": {"name": t.name, "description": desc.get(t.tool_id, ""),
-                                                      "parameters": params}})
+        text = desc.get(t.tool_id, "")
+        if style == "compact":
+            params = compact_schema(params)
+            text = re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0] if text else ""
+        out.append({"type": "function", "function": {"name": t.name, "description": text, "parameters": params}})
     return out
 
 

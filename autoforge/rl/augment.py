@@ -1,0 +1,169 @@
+"""Value-substitution augmentation of gold replays: SFT data that can only be fit by copying.
+
+A policy solves a task by copying argument values — an email the user gave, the user id a
+lookup returned — into its tool calls. On a few hundred gold replays a small policy can fit
+the SFT loss by *memorising* the values it saw (it writes a train-set email on a held-out
+task) instead of copying them. Here each gold dialogue is re-told with fresh values: every
+string value the task's facts and the gold calls carry (``ava.patel70@example.com``,
+``U0004``, ``"73948"``) is replaced, everywhere it occurs in the dialogue — request, user
+replies, tool calls, tool outputs — by a new value of the same shape (each letter run swapped
+for one seen at the same place in another value of the same key, each digit run redrawn).
+The dialogue stays self-consistent (the lookup now returns the new id, the next call uses
+it), so the only way to predict the calls is to copy from the context.
+
+Augmented dialogues are training text only: they are never executed against an environment
+or stored as tasks. Entity substitution is a standard augmentation for copy-heavy
+generation; using it for the ERPO cold start is ours (``TrainConfig.sft_augment_copies``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any, Iterable
+
+from autoforge.types import Episode, Message, Task, ToolCall
+
+_RUN = re.compile(r"[A-Za-z]+|[0-9]+|[^A-Za-z0-9]+")
+
+
+def _runs(value: str) -> list[str]:
+    return _RUN.findall(value)
+
+
+def _string_leaves(obj: Any, key: str = "") -> Iterable[tuple[str, str]]:
+    """``(key, value)`` for every string leaf of a JSON value (the innermost key names it)."""
+    if isinstance(obj, str):
+        yield key, obj
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _string_leaves(v, str(k))
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _string_leaves(v, key)
+
+
+def _copyable(value: str) -> bool:
+    """Values worth re-drawing: identifier-like strings (a digit, an '@', or a capitalised name)."""
+    v = value.strip()
+    if len(v) < 2 or len(v) > 80 or "\n" in v:
+        return False
+    return any(c.isdigit() for c in v) or "@" in v or (v[:1].isupper() and v.replace(" ", "").replace("-", "").isalpha()
+                                                         and len(v.split()) <= 3)
+
+
+class ValuePools:
+    """Letter runs seen at each place of each key's values (what a re-drawn value is made of)."""
+
+    def __init__(self, tasks: Iterable[Task], episodes: Iterable[Episode] = ()):
+        self.runs: dict[tuple[str, int], list[str]] = {}
+        for key, value in self._values(tasks, episodes):
+            for i, r in enumerate(_runs(value)):
+                if r.isalpha():
+                    pool = self.runs.setdefault((key, i), [])
+                    if r not in pool:
+                        pool.append(r)
+
+    @staticmethod
+    def _values(tasks: Iterable[Task], episodes: Iterable[Episode]) -> Iterable[tuple[str, str]]:
+        for t in tasks:
+            yield from ((k, v) for k, v in _string_leaves(t.user_facts) if _copyable(v))
+        for ep in episodes:
+            for m in ep.messages:
+                for tc in m.tool_calls or []:
+                    yield from ((k, v) for k, v in _string_leaves(tc.arguments) if _copyable(v))
+
+    def redraw(self, key: str, value: str, rng: random.Random) -> str:
+        """A new value shaped like ``value``: letter runs from the pool at the same place, digits redrawn.
+
+        Single capital letters (id prefixes such as ``U`` or ``PM``) and fixed parts every value
+        of the key shares (``example``, ``com``) come out unchanged, since their pool has one entry.
+        """
+        out = []
+        for i, r in enumerate(_runs(value)):
+            if r.isdigit():
+                out.append("".join(rng.choice("0123456789") for _ in r))
+            elif r.isalpha():
+                pool = self.runs.get((key, i)) or [r]
+                out.append(rng.choice(pool))
+            else:
+                out.append(r)
+        return "".join(out)
+
+
+def _replace_all(text: str, mapping: dict[str, str]) -> str:
+    if not mapping or not text:
+        return text
+    # Longest first, and never inside a longer token ("P0003" is not replaced inside "PP0003x").
+    pattern = re.compile("|".join(f"(?<![A-Za-z0-9]){re.escape(k)}(?![A-Za-z0-9])"
+                                  for k in sorted(mapping, key=len, reverse=True)))
+    return pattern.sub(lambda m: mapping[m.group(0)], text)
+
+
+def _replace_json(obj: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(obj, str):
+        return mapping.get(obj, _replace_all(obj, mapping))
+    if isinstance(obj, dict):
+        return {k: _replace_json(v, mapping) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_replace_json(v, mapping) for v in obj]
+    return obj
+
+
+def substitute_values(episode: Episode, task: Task, pools: ValuePools, rng: random.Random) -> Episode:
+    """``episode`` re-told with every copyable value of its facts and calls re-drawn (see module doc)."""
+    found: dict[str, str] = {}
+    for k, v in _string_leaves(task.user_facts):
+        if _copyable(v):
+            found.setdefault(v, k)
+    for m in episode.messages:
+        for tc in m.tool_calls or []:
+            for k, v in _string_leaves(tc.arguments):
+                if _copyable(v):
+                    found.setdefault(v, k)
+    mapping: dict[str, str] = {}
+    used = set(found)
+    for value, key in found.items():
+        for _ in range(20):  # a value distinct from every other old or new value of this dialogue
+            new = pools.redraw(key, value, rng)
+            if new not in used:
+                break
+        mapping[value] = new
+        used.add(new)
+    # Strings JSON-escaped inside text (a fact line quotes "73948") are covered: quotes are not
+    # alphanumeric, so the bounded pattern still matches the bare value.
+    messages = []
+    for m in episode.messages:
+        calls = None
+        if m.tool_calls is not None:
+            calls = [ToolCall(name=tc.name, arguments=_replace_json(tc.arguments, mapping), id=tc.id) for tc in m.tool_calls]
+        messages.append(Message(role=m.role, content=_replace_all(m.content, mapping), tool_calls=calls,
+                                tool_call_id=m.tool_call_id, name=m.name))
+    return episode.model_copy(update={"messages": messages, "episode_id": f"{episode.episode_id}~aug",
+                                      "diagnostics": {**episode.diagnostics, "augmented": len(mapping)}})
+
+
+def augmented_episodes(episodes: Iterable[Episode], tasks: Iterable[Task], copies: int, seed: int = 0) -> list[Episode]:
+    """``copies`` value-substituted re-tellings of each episode (0 = none). Deterministic in ``seed``."""
+    episodes, by_id = list(episodes), {t.task_id: t for t in tasks}
+    if copies <= 0 or not episodes:
+        return []
+    pools = ValuePools(by_id.values(), episodes)
+    out = []
+    for ep in episodes:
+        task = by_id.get(ep.task_id)
+        if task is None:
+            continue
+        for c in range(copies):
+            rng = random.Random(f"augment:{seed}:{ep.episode_id}:{c}")
+            aug = substitute_values(ep, task, pools, rng)
+            out.append(aug.model_copy(update={"episode_id": f"{ep.episode_id}~aug{c}"}))
+    return out
+
+
+def changed_values(original: Episode, augmented: Episode) -> int:
+    """How many tool-call argument strings differ between the two (a quick check for tests and logs)."""
+    def args(ep):
+        return [json.dumps(tc.arguments, sort_keys=True) for m in ep.messages for tc in (m.tool_calls or [])]
+    return sum(a != b for a, b in zip(args(original), args(augmented)))
