@@ -124,11 +124,12 @@ def controlled_ablation(out: Path, steps: int, error_rate: float, seeds: list[in
     return rows
 
 
-def build_warehouse(path: str, tasks_per_env: int, seed: int) -> None:
+def build_warehouse(path: str, tasks_per_env: int, seed: int, envs: list[str]) -> None:
+    """The offline factory into ``path``: only the one environment trained on, when there is one."""
     from autoforge.pipeline import run_factory
 
     t = time.perf_counter()
-    out = run_factory(warehouse=path, tasks_per_env=tasks_per_env, seed=seed)
+    out = run_factory(warehouse=path, tasks_per_env=tasks_per_env, seed=seed, env=envs[0] if len(envs) == 1 else None)
     print(f"factory: {out.get('stages', {}).get('verify', {})} in {time.perf_counter() - t:.0f} s", flush=True)
 
 
@@ -149,7 +150,8 @@ def printer(t0: float):
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--warehouse", help="an existing factory warehouse (default: build one under --out)")
-    ap.add_argument("--tasks-per-env", type=int, default=600, help="factory candidates per environment when building")
+    ap.add_argument("--tasks-per-env", type=int, default=4000,
+                    help="factory candidates per environment when building (retail: ~670 tasks with <= 2 calls)")
     ap.add_argument("--out", default="/tmp/autoforge_learning_evidence")
     ap.add_argument("--max-tool-calls", type=int, default=2)
     ap.add_argument("--max-reasoning-nodes", type=int, default=0)
@@ -165,6 +167,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--sft-epochs", type=int, default=6)
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--sft-batch", type=int, default=4, help="sequences per SFT step (small: more steps per epoch)")
+    ap.add_argument("--sft-augment", type=int, default=2,
+                    help="value-substituted copies per gold replay (TrainConfig.sft_augment_copies)")
+    ap.add_argument("--max-new-tokens", type=int, default=96, help="per agent turn (the longest gold turn is ~80)")
     ap.add_argument("--sft-context-weight", type=float, default=0.0,
                     help="SFT loss weight of non-agent tokens (TrainConfig.sft_context_weight)")
     ap.add_argument("--erpo-steps", type=int, default=4)
@@ -184,7 +189,7 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     wh = args.warehouse or str(out / "factory.duckdb")
     if not args.warehouse and not Path(wh).exists():
-        build_warehouse(wh, args.tasks_per_env, args.seed)
+        build_warehouse(wh, args.tasks_per_env, args.seed, [e for e in args.envs.split(",") if e])
     t_factory = time.perf_counter() - t0
 
     common = dict(
@@ -194,9 +199,9 @@ def main(argv=None) -> dict:
         tool_schema=args.tool_schema,
         max_train_tasks=args.max_train_tasks, max_eval_tasks=args.max_eval_tasks,
         envs=[e for e in args.envs.split(",") if e] or None,
-        max_turns=8, max_new_tokens=160, max_episode_tokens=600, temperature=1.0, rollout_concurrency=8,
+        max_turns=8, max_new_tokens=args.max_new_tokens, max_episode_tokens=600, temperature=1.0, rollout_concurrency=8,
         micro_batch_size=4, sft_batch_size=args.sft_batch, sft_lr=args.sft_lr, sft_epochs=args.sft_epochs,
-        sft_context_weight=args.sft_context_weight,
+        sft_context_weight=args.sft_context_weight, sft_augment_copies=args.sft_augment,
         checkpoint_every=1000)
 
     # ---- phase 1: base policy -> SFT on gold replays (evaluated before and after)

@@ -135,6 +135,24 @@ def test_greedy_batched_equals_single_and_stops(policy):
     assert [len(x) for x in one] == [1, 1]
 
 
+def test_rows_that_stop_early_leave_the_batch_without_changing_the_others(policy):
+    """Finished sequences are dropped from the batch (KV cache included); the rest continue exactly:
+    every row's log-probs equal a fresh forward pass over its own prompt + output."""
+    tok = policy.tokenizer
+    prompts = [prompt_ids(tok, DIALOGUE[:2]), [5, 6, 7, 8, 9], prompt_ids(tok, DIALOGUE[1:2]), [9, 8, 7],
+               [11, 12], prompt_ids(tok, DIALOGUE[:2], TOOLS)]
+    stops = list(range(3, len(tok), 9))  # ~11% of the vocabulary: rows stop after different numbers of tokens
+    g = torch.Generator().manual_seed(3)
+    new, lps = generate_turn(policy.model, tok, prompts, 16, temperature=1.0, stop_ids=stops, generator=g)
+    for p, n, lp in zip(prompts, new, lps):
+        assert not set(n[:-1]) & set(stops) and (n[-1] in stops or len(n) == 16)
+        full = torch.tensor([p + n])
+        with torch.no_grad():
+            logits = policy.model(full).logits[:, :-1]
+        assert torch.allclose(token_logprobs(logits, full[:, 1:], 1.0)[0, len(p) - 1:], torch.tensor(lp), atol=1e-4)
+    assert len({len(n) for n in new}) >= 3  # rows really left at different steps
+
+
 def test_builder_and_collate(policy):
     tok = policy.tokenizer
     b = TrajectoryBuilder(prompt_ids(tok, DIALOGUE[1:2]))

@@ -294,7 +294,8 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 2) -> T
             break
     return TrainConfig(
         tiny_vocab_size=1024, tiny_hidden_size=64, tiny_num_layers=2, tiny_num_heads=4, tiny_max_positions=4096,
-        device="cpu", seed=0, max_tool_calls=shortest, prompt_tools="used", max_train_tasks=16, max_eval_tasks=6,
+        device="cpu", seed=0, max_tool_calls=shortest, prompt_tools="used", tool_schema="compact", max_train_tasks=16,
+        max_eval_tasks=6,
         tasks_per_batch=2, rollouts_per_task=4, max_turns=4, max_new_tokens=48, max_episode_tokens=160,
         steps=steps, lr=1e-3, sft_epochs=2, sft_lr=3e-3, sft_batch_size=4, sft_max_examples=16, micro_batch_size=4,
         user_error_rate=0.2, eval_at=["start", "end"], rollout_concurrency=8, torch_threads=1,

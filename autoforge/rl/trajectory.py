@@ -166,28 +166,38 @@ def generate_turn(
 
     new_ids: list[list[int]] = [[] for _ in range(B)]
     new_lps: list[list[float]] = [[] for _ in range(B)]
-    done = torch.zeros(B, dtype=torch.bool, device=dev)
+    rows = list(range(B))  # batch row -> sequence index; finished sequences leave the batch
+    finished = torch.zeros(B, dtype=torch.bool, device=dev)  # rows kept only when the cache cannot drop them
     for _ in range(max_new_tokens):
         if temperature > 0:
             logp = torch.log_softmax(logits / temperature, dim=-1)
-            tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # [B]
+            tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # [b]
         else:
             logp = torch.log_softmax(logits, dim=-1)
             tok = logp.argmax(-1)
-        lp = logp.gather(1, tok[:, None]).squeeze(1)  # [B]
-        tok = torch.where(done, torch.full_like(tok, int(pad)), tok)
-        for b in torch.nonzero(~done).flatten().tolist():
-            new_ids[b].append(int(tok[b]))
-            new_lps[b].append(float(lp[b]))
-        done = done | torch.isin(tok, stop)
-        if stop_strings:
-            for b in torch.nonzero(~done).flatten().tolist():
+        lp = logp.gather(1, tok[:, None]).squeeze(1)  # [b]
+        done = torch.isin(tok, stop) | finished
+        for r, (b, t, l) in enumerate(zip(rows, tok.tolist(), lp.tolist())):
+            if finished[r]:
+                continue
+            new_ids[b].append(int(t))
+            new_lps[b].append(float(l))
+            if stop_strings and not done[r]:
                 tail = tokenizer.decode(new_ids[b][-16:], skip_special_tokens=False)
                 if any(s in tail for s in stop_strings):
-                    done[b] = True
+                    done[r] = True
         if bool(done.all()):
             break
-        att = torch.cat([att, att.new_ones(B, 1)], dim=1)  # finished rows run on (ignored) so the batch stays rectangular
+        if bool(done.any()) and hasattr(past, "batch_select_indices"):
+            # Drop finished rows (KV cache, mask, positions): later steps cost only what is still generating.
+            keep = torch.nonzero(~done).flatten()
+            past.batch_select_indices(keep)
+            rows = [rows[i] for i in keep.tolist()]
+            tok, att, next_pos, finished = tok[keep], att[keep], next_pos[keep], finished[keep]
+        else:  # a cache that cannot drop rows: finished rows run on (pad tokens), their output ignored
+            finished = done
+            tok = torch.where(done, torch.full_like(tok, int(pad)), tok)
+        att = torch.cat([att, att.new_ones(att.shape[0], 1)], dim=1)
         out = model(input_ids=tok[:, None], attention_mask=att, position_ids=next_pos, use_cache=True, **{cache_kw: past})
         past, logits = getattr(out, cache_kw), out.logits[:, -1, :].float()
         next_pos = next_pos + 1
