@@ -82,7 +82,7 @@ def build_tokenizer(corpus_texts: Iterable[str], vocab_size: int = 2048, min_fre
     # context is token-identical, which a tiny policy can learn. (GPT-2's regex gives " ava"
     # there and "ava" here: two unrelated ids.) JSON's '": ' and ', ' stay one pre-token each.
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+ ?|\s+"), behavior="isolated"),
+        pre_tokenizers.Split(Regex(r"\p{L}+|\p{N}+|[^\s\p{L}\p{N}]+(?: [^\s\p{L}\p{N}]+)* ?|\s+"), behavior="isolated"),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
     ])
     tok.decoder = decoders.ByteLevel()
