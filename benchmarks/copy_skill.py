@@ -7,7 +7,7 @@ on their own, from a freshly built tiny policy, on synthetic data that no memori
 
 1. induction — random token sequences repeated once (``A B C ... | A B C ...``); the loss is on
    the repeat, so it can only fall by attending back and copying. Accuracy on the repeat.
-2. recall — the real dialogue format with random content: the user lists facts
+2. recall — the copy warm-up's data (autoforge.rl.warmup): the user lists facts
    (``- first name: Zorb``, ``- email: quo.tas52@lim.com``, ...) and the assistant calls
    ``submit`` with every fact as an argument (``{"first_name": "Zorb", ...}``), keys sorted.
    Keys and values are random words of the tokenizer's vocabulary, so each value must be found
@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
-import re
 import sys
 import tempfile
 import time
@@ -33,61 +31,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def recall_examples(tok, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
-    """``n`` random fact lists -> ``submit`` calls, as (ids, agent-token mask) in the policy's chat layout."""
-    from autoforge.rl.policy import encode_episode
-    from autoforge.types import Message, ToolCall
-
-    vocab = [tok.decode([i]) for i in range(len(tok))]
-    words = [w for w in vocab if re.fullmatch(r"[a-z]{2,}", w)]
-    caps = [w for w in vocab if re.fullmatch(r"[A-Z][a-z]+", w)] or [w.title() for w in words]
-    r = random.Random(seed)
-
-    def value() -> str:
-        kind = r.random()
-        if kind < 0.3:
-            return f"{r.choice(words)}.{r.choice(words)}{r.randint(10, 99)}@{r.choice(words)}.com"
-        if kind < 0.6:
-            return f"{r.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{r.choice(['', 'M', 'X'])}{r.randint(0, 9999):04d}"
-        if kind < 0.8:
-            return r.choice(caps)
-        return f"{r.randint(1, 999)} {r.choice(caps)} {r.choice(['St', 'Ave', 'Rd'])}"
-
-    out = []
-    for _ in range(n):
-        keys: list[str] = []
-        while len(keys) < r.randint(1, 5):
-            k = "_".join(r.choice(words) for _ in range(r.randint(1, 2)))
-            if k not in keys:
-                keys.append(k)
-        facts = {k: value() for k in keys}
-        lines = "\n".join(f"- {k.replace('_', ' ')}: {v}" for k, v in facts.items())
-        msgs = [Message(role="user", content=f"Sure, here you go:\n{lines}"),
-                Message(role="assistant", content="",
-                        tool_calls=[ToolCall(name="submit", arguments={k: facts[k] for k in sorted(keys)})])]
-        out.append(encode_episode(tok, msgs, None))
-    return out
-
-
-def exact_rate(policy, examples) -> float:
-    """Share of examples whose every agent token is the greedy (teacher-forced) prediction."""
-    import torch
-
-    from autoforge.rl.trajectory import Trajectory, collate
-
-    policy.model.eval()
-    ok = 0
-    with torch.no_grad():
-        for i in range(0, len(examples), 50):
-            b = collate([Trajectory("t", "e", ids, m, [0.0] * len(ids), 0.0) for ids, m in examples[i:i + 50]],
-                        policy.pad_id)
-            pred = policy.model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, :-1].argmax(-1)
-            tgt, mask = b["input_ids"][:, 1:], b["loss_mask"][:, 1:].bool()
-            ok += int(((pred == tgt) | ~mask).all(-1).sum())
-    policy.model.train()
-    return ok / max(1, len(examples))
 
 
 def induction(policy, steps: int, batch: int, half: int, lr: float, every: int) -> list[dict]:
@@ -136,6 +79,7 @@ def main(argv=None) -> dict:
     from autoforge.rl.config import TrainConfig
     from autoforge.rl.policy import build_tiny_policy, count_parameters, load_policy
     from autoforge.rl.trainer import sft
+    from autoforge.rl.warmup import exact_rate, recall_examples
 
     torch.set_num_threads(args.threads)
     out = Path(args.out or tempfile.mkdtemp(prefix="copy_skill_"))
@@ -155,7 +99,7 @@ def main(argv=None) -> dict:
         if name == "induction":
             results[name] = induction(pol, steps, args.batch, 32, args.lr, args.every)
             continue
-        train = recall_examples(pol.tokenizer, steps * args.batch, seed=0)
+        train = recall_examples(pol.tokenizer, steps * args.batch, seed=0)  # autoforge.rl.warmup
         test = recall_examples(pol.tokenizer, 200, seed=1)
         rows, t0 = [], time.perf_counter()
 

@@ -135,7 +135,10 @@ def build_warehouse(path: str, tasks_per_env: int, seed: int, envs: list[str]) -
 
 def printer(t0: float):
     def progress(phase, step, total, m):
-        if phase == "erpo" or (phase == "sft" and (step % 20 == 0 or step == total)):
+        if phase == "warmup" and m.get("done"):
+            print(f"  [{time.perf_counter() - t0:7.1f}s] copy warm-up done: {m}", flush=True)
+        elif phase == "erpo" or (phase in ("sft", "warmup") and (step % (100 if phase == "warmup" else 20) == 0
+                                                                  or step == total)):
             keys = ("loss", "reward_mean", "reward_mean_valid", "masked_frac", "kept_rollouts", "tokens_per_s")
             show = {k: round(v, 3) if isinstance(v, float) else v for k, v in m.items() if k in keys}
             print(f"  [{time.perf_counter() - t0:7.1f}s] {phase} {step}/{total} {show}", flush=True)
@@ -159,14 +162,17 @@ def main(argv=None) -> dict:
                     "environment gives a tiny policy one tool set to learn")
     ap.add_argument("--tool-schema", choices=("full", "compact"), default="compact",
                     help="tool schemas in the prompt (TrainConfig.tool_schema); compact = ~half the context")
-    ap.add_argument("--max-train-tasks", type=int, default=200)
-    ap.add_argument("--max-eval-tasks", type=int, default=40)
+    ap.add_argument("--max-train-tasks", type=int, default=400)
+    ap.add_argument("--max-eval-tasks", type=int, default=59)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=2048)
-    ap.add_argument("--sft-epochs", type=int, default=6)
+    ap.add_argument("--sft-epochs", type=int, default=1)
     ap.add_argument("--sft-lr", type=float, default=3e-3)
     ap.add_argument("--sft-batch", type=int, default=4, help="sequences per SFT step (small: more steps per epoch)")
+    ap.add_argument("--copy-warmup-steps", type=int, default=2500,
+                    help="copy warm-up steps before SFT (TrainConfig.copy_warmup_steps; benchmarks/copy_skill.py)")
+    ap.add_argument("--copy-warmup-batch", type=int, default=32)
     ap.add_argument("--sft-augment", type=int, default=2,
                     help="value-substituted copies per gold replay (TrainConfig.sft_augment_copies)")
     ap.add_argument("--max-new-tokens", type=int, default=96, help="per agent turn (the longest gold turn is ~80)")
@@ -202,6 +208,7 @@ def main(argv=None) -> dict:
         max_turns=8, max_new_tokens=args.max_new_tokens, max_episode_tokens=600, temperature=1.0, rollout_concurrency=8,
         micro_batch_size=4, sft_batch_size=args.sft_batch, sft_lr=args.sft_lr, sft_epochs=args.sft_epochs,
         sft_context_weight=args.sft_context_weight, sft_augment_copies=args.sft_augment,
+        copy_warmup_steps=args.copy_warmup_steps, copy_warmup_batch_size=args.copy_warmup_batch,
         checkpoint_every=1000)
 
     # ---- phase 1: base policy -> SFT on gold replays (evaluated before and after)
@@ -221,7 +228,7 @@ def main(argv=None) -> dict:
         print(f"== {name}: {args.erpo_steps} steps x {args.tasks_per_batch} tasks x {args.rollouts} rollouts, "
               f"user error rate {args.error_rate}", flush=True)
         slug = f"{level}_{'mask' if mask else 'nomask'}"
-        cfg = TrainConfig(**{**common, "sft_epochs": 0}, model_path=sft_ckpt, steps=args.erpo_steps, lr=args.lr,
+        cfg = TrainConfig(**{**common, "sft_epochs": 0, "copy_warmup_steps": 0}, model_path=sft_ckpt, steps=args.erpo_steps, lr=args.lr,
                           tasks_per_batch=args.tasks_per_batch, rollouts_per_task=args.rollouts,
                           user_error_rate=args.error_rate, advantage_level=level, mask_user_errors=mask,
                           eval_at=["end"], checkpoint_dir=str(out / slug))
@@ -270,7 +277,7 @@ def main(argv=None) -> dict:
         print(f"\n== controlled ablation (synthetic learnable reward, {args.error_rate:.0%} of rollouts flipped by a "
               "user error and flagged by the judge; clean reward = what the policy achieved)")
         print(table_markdown(controlled))
-    summary = {"data": sft_out["data"], "sft_examples": sft_out["sft_examples"], "main": main_rows, "nll": nll,
+    summary = {"data": sft_out["data"], "sft_examples": sft_out["sft_examples"], "warmup": sft_out.get("warmup"), "main": main_rows, "nll": nll,
                "controlled": controlled,
                "ablation": results, "timings": {"factory_s": round(t_factory, 1), "sft_phase_s": round(sft_wall, 1),
                                                 **sft_out["timings"]},

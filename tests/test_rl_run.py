@@ -124,7 +124,7 @@ def test_two_erpo_steps_through_the_real_episode_engine(wh, tmp_path):
 
 
 def test_run_training_stores_metrics_curve_table_and_resumes_after_a_kill(wh, tmp_path):
-    cfg = _cfg(tmp_path, steps=3)
+    cfg = _cfg(tmp_path, steps=3, copy_warmup_steps=2, copy_warmup_batch_size=2)
     events = []
 
     def killer(phase, step, total, metrics):
@@ -137,6 +137,9 @@ def test_run_training_stores_metrics_curve_table_and_resumes_after_a_kill(wh, tm
     runs = query(wh, "SELECT train_run_id, status FROM training_runs")
     assert [r["status"] for r in runs] == ["failed"]
     assert any(ph == "eval:start" and s > 0 for ph, s in events) and ("erpo", 1) in events
+    # the copy warm-up ran after the first evaluation and before SFT
+    order = [ph for ph, _ in events]
+    assert order.index("eval:start") < order.index("warmup") < order.index("sft")
 
     events2 = []
     out = run_training(wh, cfg, progress=lambda ph, s, tot, m: events2.append((ph, s)), out_dir=tmp_path / "out")
@@ -144,6 +147,7 @@ def test_run_training_stores_metrics_curve_table_and_resumes_after_a_kill(wh, tm
     assert out["resumed_from"] and out["resumed_from"].endswith("erpo-000001")
     assert [e for e in events2 if e[0] in ("sft", "erpo")] == [("erpo", 2), ("erpo", 3)]
     assert not any(ph == "eval:start" for ph, _ in events2)  # read back from evals.json
+    assert not any(ph == "warmup" for ph, _ in events2) and out["warmup"] == {}  # in the checkpoint's weights
     rid = out["train_run_id"]
     assert query(wh, "SELECT status FROM training_runs WHERE train_run_id = :r", {"r": rid})[0]["status"] == "completed"
     steps = query(wh, "SELECT phase, step, metrics FROM training_steps WHERE train_run_id = :r ORDER BY phase, step",

@@ -149,6 +149,13 @@ class TrainConfig(BaseModel):
         True, description="Also SFT on successful, unflagged episodes of train tasks already stored in the warehouse "
         "(reward 1, judge did not flag; any agent except the oracle, whose episodes are the gold replays). Source: the paper's cold start uses verified trajectories; ours."
     )
+    copy_warmup_steps: int = Field(
+        0, ge=0, description="Steps of the copy warm-up before SFT (autoforge.rl.warmup): synthetic fact-list -> "
+        "tool-call dialogues with random keys and values, so a policy built from nothing learns associative recall "
+        "(find a value by its key in the context, copy it) — the skill gold replays alone do not teach a small "
+        "policy in CPU time (benchmarks/copy_skill.py). 0 = none (pretrained models need none). Ours."
+    )
+    copy_warmup_batch_size: int = Field(32, ge=1, description="Dialogues per copy warm-up step (lr: sft_lr). Ours.")
     sft_augment_copies: int = Field(
         0, ge=0, description="Value-substituted re-tellings added per gold replay (autoforge.rl.augment): every id, "
         "email and name in the dialogue re-drawn consistently, so the SFT loss can only be fit by copying values from "

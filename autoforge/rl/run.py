@@ -7,6 +7,7 @@
     gold replays: the oracle plays each train task with the offline user            data.gold_episodes
     policy: cfg.model_path, or the tiny one built on the warehouse's own text       trainer.policy_from_config
     eval "start": held-out pass^1 of the base policy (HF agent, error-free user)     evaluate_policy
+    copy warm-up: synthetic associative-recall dialogues (optional)                  trainer.copy_warmup
     SFT on gold replays (+ stored successful rollouts, + value-substituted copies),
           agent tokens only                                                         trainer.sft, augment
     eval "sft"
@@ -31,7 +32,7 @@ from autoforge.rl.config import TrainConfig
 from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, load_curated, sft_examples, stored_successes
 from autoforge.types import TrainingRun, content_id, utcnow
 
-# progress(phase, step, total, metrics): phase is "sft" | "erpo" | "eval:start" | "eval:sft" | "eval:end" | "setup"
+# progress(phase, step, total, metrics): phase is "warmup" | "sft" | "erpo" | "eval:start" | "eval:sft" | "eval:end" | "setup"
 Progress = Callable[[str, int, int, dict], None]
 
 # Fields that may change between a killed run and its resumption (they do not change what was trained).
@@ -158,7 +159,8 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
     "throughput", "data", "checkpoint", "resumed_from"}``.
     """
     from autoforge.rl.curves import plot_learning_curve
-    from autoforge.rl.trainer import policy_from_config, train, training_step_record
+    from autoforge.rl.trainer import copy_warmup, policy_from_config, train, training_step_record
+    from autoforge.rl.warmup import exact_rate, recall_examples
     from autoforge.rollout.engine import EpisodeConfig
     from autoforge.rollout.hf_agent import make_rollout_fn
     from autoforge.rollout.judge import RuleJudge
@@ -212,6 +214,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
         say(phase, step, total, metrics)
 
     marks: dict[str, float] = {}
+    warmup: dict[str, Any] = {}
 
     def before_erpo(pol) -> None:
         marks["sft_end"] = time.perf_counter()
@@ -220,6 +223,15 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
 
     try:
         evaluate("start")
+        if cfg.copy_warmup_steps:
+            t = time.perf_counter()
+            warm = copy_warmup(policy, cfg, lambda step, phase, m: say("warmup", step, cfg.copy_warmup_steps, m))
+            timings["warmup_s"] = time.perf_counter() - t
+            if warm:
+                warmup = {"steps": len(warm), "final_loss": round(float(warm[-1]["loss"]), 4),
+                          "heldout_exact": round(exact_rate(policy, recall_examples(policy.tokenizer, 200,
+                                                                                    cfg.seed + 1)), 3)}
+                say("warmup", len(warm), cfg.copy_warmup_steps, {"done": True, **warmup})
         t = time.perf_counter()
         examples = []
         if cfg.sft_epochs > 0:
@@ -254,7 +266,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
     (out / "before_after.md").write_text(md + "\n")
     write_records(warehouse, [run_row.model_copy(update={"status": "completed", "finished_at": utcnow()})])
     return {"train_run_id": rid, "evals": evals, "table": table, "table_markdown": md, "curve": str(curve),
-            "history": history, "timings": {k: round(v, 2) for k, v in timings.items()},
+            "history": history, "timings": {k: round(v, 2) for k, v in timings.items()}, "warmup": warmup,
             "throughput": throughput(history), "data": data.summary(), "sft_examples": len(examples),
             "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
             "resumed_from": str(result.resumed_from) if result.resumed_from else None}

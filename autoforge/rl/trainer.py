@@ -169,6 +169,31 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
     return history
 
 
+def copy_warmup(policy: Policy, cfg: TrainConfig, log_fn: LogFn | None = None) -> list[dict]:
+    """The copy warm-up (:mod:`autoforge.rl.warmup`) before SFT; returns its history.
+
+    ``cfg.copy_warmup_steps`` steps of ``cfg.copy_warmup_batch_size`` recall dialogues, trained like
+    SFT (agent tokens only, ``sft_lr`` with its schedule), checkpointed under
+    ``<checkpoint_dir>/warmup``. Skipped when the run already has a checkpoint (its weights
+    include the warm-up); a finished warm-up is loaded, an interrupted one resumes.
+    """
+    from autoforge.rl.warmup import recall_examples
+
+    if cfg.copy_warmup_steps <= 0 or ckpt.latest_checkpoint(cfg.checkpoint_dir) is not None:
+        return []
+    wdir = Path(cfg.checkpoint_dir) / "warmup"
+    wcfg = cfg.model_copy(update={"sft_epochs": 1, "sft_batch_size": cfg.copy_warmup_batch_size,
+                                  "checkpoint_dir": str(wdir), "sft_context_weight": 0.0})
+    state, last = None, ckpt.latest_checkpoint(wdir)
+    if last is not None:
+        state = ckpt.load_trainer_state(last)
+        ckpt.load_weights(last, policy.model)
+        if state["sft_done"]:
+            return list(state["history"])
+    examples = recall_examples(policy.tokenizer, cfg.copy_warmup_steps * cfg.copy_warmup_batch_size, cfg.seed)
+    return sft(policy, examples, wcfg, log_fn, list(state["history"]) if state else [], resume_state=state)
+
+
 # --------------------------------------------------------------------------- ERPO
 
 
