@@ -18,7 +18,6 @@ generation; using it for the ERPO cold start is ours (``TrainConfig.sft_augment_
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from typing import Any, Iterable
@@ -92,22 +91,26 @@ class ValuePools:
         return "".join(out)
 
 
-def _replace_all(text: str, mapping: dict[str, str]) -> str:
-    if not mapping or not text:
-        return text
-    # Longest first, and never inside a longer token ("P0003" is not replaced inside "PP0003x").
+def _replacer(mapping: dict[str, str]):
+    """``text -> text`` with every old value replaced by its new one.
+
+    Longest first, and never inside a longer token ("P0003" is not replaced inside "PP0003x");
+    a value quoted in text (a fact line writes "73948") still matches, quotes not being alphanumeric.
+    """
+    if not mapping:
+        return lambda text: text
     pattern = re.compile("|".join(f"(?<![A-Za-z0-9]){re.escape(k)}(?![A-Za-z0-9])"
                                   for k in sorted(mapping, key=len, reverse=True)))
-    return pattern.sub(lambda m: mapping[m.group(0)], text)
+    return lambda text: pattern.sub(lambda m: mapping[m.group(0)], text) if text else text
 
 
-def _replace_json(obj: Any, mapping: dict[str, str]) -> Any:
+def _replace_json(obj: Any, replace) -> Any:
     if isinstance(obj, str):
-        return mapping.get(obj, _replace_all(obj, mapping))
+        return replace(obj)
     if isinstance(obj, dict):
-        return {k: _replace_json(v, mapping) for k, v in obj.items()}
+        return {k: _replace_json(v, replace) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_replace_json(v, mapping) for v in obj]
+        return [_replace_json(v, replace) for v in obj]
     return obj
 
 
@@ -131,16 +134,15 @@ def substitute_values(episode: Episode, task: Task, pools: ValuePools, rng: rand
                 break
         mapping[value] = new
         used.add(new)
-    # Strings JSON-escaped inside text (a fact line quotes "73948") are covered: quotes are not
-    # alphanumeric, so the bounded pattern still matches the bare value.
+    replace = _replacer(mapping)
     messages = []
     for m in episode.messages:
         calls = None
         if m.tool_calls is not None:
-            calls = [ToolCall(name=tc.name, arguments=_replace_json(tc.arguments, mapping), id=tc.id) for tc in m.tool_calls]
-        messages.append(Message(role=m.role, content=_replace_all(m.content, mapping), tool_calls=calls,
+            calls = [ToolCall(name=tc.name, arguments=_replace_json(tc.arguments, replace), id=tc.id) for tc in m.tool_calls]
+        messages.append(Message(role=m.role, content=replace(m.content), tool_calls=calls,
                                 tool_call_id=m.tool_call_id, name=m.name))
-    return episode.model_copy(update={"messages": messages, "episode_id": f"{episode.episode_id}~aug",
+    return episode.model_copy(update={"messages": messages,
                                       "diagnostics": {**episode.diagnostics, "augmented": len(mapping)}})
 
 
@@ -156,14 +158,7 @@ def augmented_episodes(episodes: Iterable[Episode], tasks: Iterable[Task], copie
         if task is None:
             continue
         for c in range(copies):
-            rng = random.Random(f"augment:{seed}:{ep.episode_id}:{c}")
-            aug = substitute_values(ep, task, pools, rng)
+            aug = substitute_values(ep, task, pools, random.Random(f"augment:{seed}:{ep.episode_id}:{c}"))
             out.append(aug.model_copy(update={"episode_id": f"{ep.episode_id}~aug{c}"}))
     return out
 
-
-def changed_values(original: Episode, augmented: Episode) -> int:
-    """How many tool-call argument strings differ between the two (a quick check for tests and logs)."""
-    def args(ep):
-        return [json.dumps(tc.arguments, sort_keys=True) for m in ep.messages for tc in (m.tool_calls or [])]
-    return sum(a != b for a, b in zip(args(original), args(augmented)))
