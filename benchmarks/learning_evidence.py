@@ -56,7 +56,7 @@ def heldout_nll(model_dir: str, wh: str, cfg: TrainConfig) -> float:
     from autoforge.rl.trajectory import Trajectory, collate
 
     data = load_curated(wh, cfg)
-    pol = load_policy(model_dir, device="cpu")
+    pol = load_policy(model_dir, device=cfg.device)
     ex = sft_examples(pol.tokenizer, gold_episodes(data, data.test), data.schemas(cfg.tool_schema))
     tot, n = 0.0, 0
     with torch.no_grad():
@@ -184,6 +184,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--rollouts", type=int, default=4)
     ap.add_argument("--error-rate", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--concurrency", type=int, default=8, help="episodes whose turns are sampled as one batch")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda | auto (the issue's figures are CPU figures)")
     ap.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a shared 2-core box)")
     ap.add_argument("--arms", default="0,1,2", help="which ablation arms to run (indices into ARMS)")
     ap.add_argument("--controlled-steps", type=int, default=40, help="steps of the controlled ablation (0 = skip)")
@@ -200,12 +202,12 @@ def main(argv=None) -> dict:
 
     common = dict(
         tiny_vocab_size=args.vocab, tiny_hidden_size=args.hidden, tiny_num_layers=args.layers,
-        tiny_num_heads=max(2, args.hidden // 32), device="cpu", seed=args.seed, torch_threads=args.threads,
+        tiny_num_heads=max(2, args.hidden // 32), device=args.device, seed=args.seed, torch_threads=args.threads,
         max_tool_calls=args.max_tool_calls, max_reasoning_nodes=args.max_reasoning_nodes, prompt_tools="used",
         tool_schema=args.tool_schema,
         max_train_tasks=args.max_train_tasks, max_eval_tasks=args.max_eval_tasks,
         envs=[e for e in args.envs.split(",") if e] or None,
-        max_turns=8, max_new_tokens=args.max_new_tokens, max_episode_tokens=600, temperature=1.0, rollout_concurrency=8,
+        max_turns=8, max_new_tokens=args.max_new_tokens, max_episode_tokens=600, temperature=1.0, rollout_concurrency=args.concurrency,
         micro_batch_size=4, sft_batch_size=args.sft_batch, sft_lr=args.sft_lr, sft_epochs=args.sft_epochs,
         sft_context_weight=args.sft_context_weight, sft_augment_copies=args.sft_augment,
         copy_warmup_steps=args.copy_warmup_steps, copy_warmup_batch_size=args.copy_warmup_batch,
@@ -220,6 +222,9 @@ def main(argv=None) -> dict:
     sft_ckpt = sft_out["checkpoint"]
     nll = {"base": heldout_nll(str(out / "sft" / "base"), wh, sft_cfg), "sft": heldout_nll(sft_ckpt, wh, sft_cfg)}
     print(f"  held-out gold-dialogue NLL per agent token: base {nll['base']:.3f} -> after SFT {nll['sft']:.3f}", flush=True)
+    partial = {"warmup": sft_out.get("warmup"), "nll": nll, "evals": {k: v["success_rate"] for k, v in sft_out["evals"].items()},
+               "timings": sft_out["timings"], "ablation": []}
+    (out / "partial.json").write_text(json.dumps(partial, indent=1))  # a long run killed later keeps this much
 
     # ---- phase 2: the same SFT policy, three ERPO variants under injected user errors
     arms = [ARMS[int(i)] for i in args.arms.split(",")]
@@ -250,6 +255,8 @@ def main(argv=None) -> dict:
             "reward per step": [None if x is None else round(x, 3) for x in rewards],
             "curve": r["curve"],
         })
+        partial["ablation"] = [{k: v for k, v in x.items() if k != "curve"} for x in results]
+        (out / "partial.json").write_text(json.dumps(partial, indent=1))
 
     controlled = []
     if args.controlled_steps:

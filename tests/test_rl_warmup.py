@@ -21,19 +21,34 @@ def _policy(tmp_path):
                                          num_heads=2), device="cpu")
 
 
-def test_recall_examples_train_only_the_call_and_every_value_is_in_the_context(tmp_path):
+def test_recall_examples_train_only_the_calls_and_every_value_is_in_the_context(tmp_path):
+    from autoforge.rollout.dialogue import fact_line
+
     pol = _policy(tmp_path)
     tok = pol.tokenizer
-    ex = recall_examples(tok, 30, seed=0)
-    assert ex == recall_examples(tok, 30, seed=0) and ex != recall_examples(tok, 30, seed=1)
+    ex = recall_examples(tok, 60, seed=0)
+    assert list(ex) == list(recall_examples(tok, 60, seed=0)) and list(ex) != list(recall_examples(tok, 60, seed=1))
+    assert ex[5] == ex[5] == ex[3:7][2] and len(ex) == 60  # built on demand, the same every time
+    shapes = {"object": 0, "list": 0, "lookup": 0}
     for ids, mask in ex:
-        first = mask.index(1)
-        context, trained = tok.decode(ids[:first]), tok.decode([i for i, m in zip(ids, mask) if m])
-        assert "<tool_call>" in trained and "submit" in trained and "- " not in trained
-        call = json.loads(trained.split("<tool_call>")[1].split("</tool_call>")[0])
-        assert list(call["arguments"]) == sorted(call["arguments"])
-        for key, value in call["arguments"].items():
-            assert f"- {key.replace('_', ' ')}: {value}" in context  # recoverable only by recall
+        first, last = mask.index(1), len(mask) - 1 - mask[::-1].index(1)
+        trained = tok.decode([i for i, m in zip(ids, mask) if m])
+        calls = [json.loads(c.split("</tool_call>")[0]) for c in trained.split("<tool_call>")[1:]]
+        assert "- " not in trained and calls[-1]["name"] == "submit"
+        assert list(calls[-1]["arguments"]) == sorted(calls[-1]["arguments"])
+        # what the final call copies is in the context before it: a fact line or the lookup's output
+        start = max(i for i in range(first, last + 1) if mask[i] and not mask[i - 1])
+        context = tok.decode(ids[:start])
+        for key, value in calls[-1]["arguments"].items():
+            if len(calls) == 2 and key.endswith("_id") and json.dumps({key: value}, separators=(",", ":")) in context:
+                shapes["lookup"] += 1
+                continue
+            assert fact_line(key, value) in context  # recoverable only by recall
+            shapes["object"] += isinstance(value, dict)
+            shapes["list"] += isinstance(value, list)
+            if isinstance(value, (dict, list)):  # the call writes it token for token as the user did
+                assert json.dumps(value, ensure_ascii=False) in context
+    assert min(shapes.values()) > 0, shapes  # nested objects, lists of objects and two-step lookups all occur
     assert 0.0 <= exact_rate(pol, ex) <= 1.0
 
 

@@ -118,8 +118,11 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
     masked-in tokens of the optimizer step's batch. Checkpoints as phase "sft".
     """
     model, history = policy.model, history if history is not None else []
-    data = [_as_example(x) for x in examples]
-    data = [d for d in data if sum(d[1][1:]) > 0]
+    if getattr(examples, "lazy", False):  # generated on demand (warmup.RecallExamples): every one trains
+        data = examples
+    else:
+        data = [_as_example(x) for x in examples]
+        data = [d for d in data if sum(d[1][1:]) > 0]
     if not data or cfg.sft_epochs == 0:
         return history
     per_epoch = math.ceil(len(data) / cfg.sft_batch_size)
@@ -130,15 +133,17 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
         opt.load_state_dict(resume_state["optimizer"])
         start = resume_state["step"]
     model.train()
+    order_epoch, order = -1, []
     for step in range(start, total):
         t0 = time.perf_counter()
         lr = sft_lr_at(cfg, step, total)
         for g in opt.param_groups:
             g["lr"] = lr
         epoch, i = divmod(step, per_epoch)
-        order = list(range(len(data)))
-        random.Random(_step_seed(cfg.seed, "sft", epoch)).shuffle(order)  # same order on resume
-        batch_ex = [data[j] for j in order[i * cfg.sft_batch_size:(i + 1) * cfg.sft_batch_size]]
+        if order_epoch != epoch:  # shuffled once per epoch, from the epoch's seed: the same order on resume
+            order_epoch, order = epoch, list(range(len(data)))
+            random.Random(_step_seed(cfg.seed, "sft", epoch)).shuffle(order)
+        batch_ex = [_as_example(data[j]) for j in order[i * cfg.sft_batch_size:(i + 1) * cfg.sft_batch_size]]
         trajs = [Trajectory("sft", "sft", ids, m, [0.0] * len(ids), 0.0) for ids, m in batch_ex]
         w_ctx = cfg.sft_context_weight
         n_tok = sum(sum(t.loss_mask[1:]) for t in trajs)

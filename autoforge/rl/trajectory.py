@@ -176,18 +176,20 @@ def generate_turn(
             logp = torch.log_softmax(logits, dim=-1)
             tok = logp.argmax(-1)
         lp = logp.gather(1, tok[:, None]).squeeze(1)  # [b]
-        done = torch.isin(tok, stop) | finished
-        for r, (b, t, l) in enumerate(zip(rows, tok.tolist(), lp.tolist())):
-            if finished[r]:
+        # one device->host copy per step (indexing a GPU tensor row by row would sync per row)
+        done_l = (torch.isin(tok, stop) | finished).tolist()
+        for r, (b, t, l, f) in enumerate(zip(rows, tok.tolist(), lp.tolist(), finished.tolist())):
+            if f:
                 continue
             new_ids[b].append(int(t))
             new_lps[b].append(float(l))
-            if stop_strings and not done[r]:
+            if stop_strings and not done_l[r]:
                 tail = tokenizer.decode(new_ids[b][-16:], skip_special_tokens=False)
                 if any(s in tail for s in stop_strings):
-                    done[r] = True
-        if bool(done.all()):
+                    done_l[r] = True
+        if all(done_l):
             break
+        done = torch.tensor(done_l, dtype=torch.bool, device=dev)
         if bool(done.any()) and hasattr(past, "batch_select_indices"):
             # Drop finished rows (KV cache, mask, positions): later steps cost only what is still generating.
             keep = torch.nonzero(~done).flatten()

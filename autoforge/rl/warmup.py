@@ -16,19 +16,25 @@ policy's own dialogue format:
     {"name": "submit", "arguments": {"cabin_class": "Zorb", "email": "quo.tas52@lim.com"}}
     </tool_call><|im_end|>
 
-Keys and values are random words of the tokenizer's own vocabulary (values shaped like
-emails, ids, names and street addresses), the call lists every fact with keys sorted, so
-nothing but recall lowers the loss (only the assistant turn is trained on). Measured on the
-CPU (benchmarks/copy_skill.py): held-out exact recall goes from 0 to ~0.37 in 1,500 steps of
-32 dialogues. Synthetic recall curricula are standard in the study of in-context copying
-(associative recall / MQAR); using one as a warm-up for ERPO is ours
-(``TrainConfig.copy_warmup_steps``).
+Keys and values are random words of the tokenizer's own vocabulary. Values are shaped like the
+factory's: emails, ids, names, quoted digit strings, numbers, and JSON objects (an address) or
+lists of objects (order items) whose inner keys may repeat another fact's key. Half of the
+dialogues with 2+ facts have the tasks' two-step shape: a lookup call copies some facts, its
+tool output returns a new id, and ``submit`` copies that id and the rest. The final call lists
+its arguments with keys sorted, so nothing but recall lowers the loss (only the assistant turns
+are trained on). Measured on the CPU (benchmarks/copy_skill.py, flat values only): held-out exact
+recall goes from 0 to ~0.37 in 1,500 steps of 32 dialogues. Synthetic recall curricula are
+standard in the study of in-context copying (associative recall / MQAR); using one as a warm-up
+for ERPO is ours (``TrainConfig.copy_warmup_steps``).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import re
+from collections.abc import Sequence
+from typing import Any, Iterable
 
 from autoforge.types import Message, ToolCall
 
@@ -42,39 +48,112 @@ def _vocab_words(tokenizer) -> tuple[list[str], list[str]]:
     return words, caps or [w.title() for w in words]
 
 
-def recall_dialogue(rng: random.Random, words: list[str], caps: list[str], max_facts: int = 5) -> list[Message]:
-    """One fact list -> ``submit`` call dialogue (see the module docstring)."""
-
-    def value() -> str:
-        kind = rng.random()
-        if kind < 0.3:
-            return f"{rng.choice(words)}.{rng.choice(words)}{rng.randint(10, 99)}@{rng.choice(words)}.com"
-        if kind < 0.6:
-            return f"{rng.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{rng.choice(['', 'M', 'X'])}{rng.randint(0, 9999):04d}"
-        if kind < 0.8:
-            return rng.choice(caps)
-        return f"{rng.randint(1, 999)} {rng.choice(caps)} {rng.choice(['St', 'Ave', 'Rd'])}"
-
-    n = rng.randint(1, max_facts)
-    keys: list[str] = []
-    while len(keys) < n:
+def _word_key(rng: random.Random, words: list[str], taken: Iterable[str] = ()) -> str:
+    while True:
         k = "_".join(rng.choice(words) for _ in range(rng.randint(1, 2)))
-        if k not in keys:
-            keys.append(k)
-    facts = {k: value() for k in keys}
-    lines = "\n".join(f"- {k.replace('_', ' ')}: {v}" for k, v in facts.items())
-    return [Message(role="user", content=f"Sure, here you go:\n{lines}"),
-            Message(role="assistant", content="",
-                    tool_calls=[ToolCall(name="submit", arguments={k: facts[k] for k in sorted(keys)})])]
+        if k not in taken:
+            return k
 
 
-def recall_examples(tokenizer, n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
-    """``n`` warm-up dialogues as ``(token_ids, loss_mask)`` in the policy's layout (mask on the call only)."""
-    from autoforge.rl.policy import encode_episode
+def _scalar(rng: random.Random, words: list[str], caps: list[str]) -> Any:
+    kind = rng.random()
+    if kind < 0.25:
+        return f"{rng.choice(words)}.{rng.choice(words)}{rng.randint(10, 99)}@{rng.choice(words)}.com"
+    if kind < 0.5:
+        return f"{rng.choice('ABCDEFGHIJKLMNOPQRSTUVWXYZ')}{rng.choice(['', 'M', 'X'])}{rng.randint(0, 9999):04d}"
+    if kind < 0.65:
+        return rng.choice(caps)
+    if kind < 0.75:
+        return f"{rng.choice(words)}-{rng.randint(1, 999)}"
+    if kind < 0.85:
+        return f"{rng.randint(0, 99999):05d}"  # a digit string: the user quotes it, like a zip code
+    if kind < 0.92:
+        return rng.randint(1, 20)
+    return f"{rng.randint(1, 999)} {rng.choice(caps)} {rng.choice(['St', 'Ave', 'Rd'])}"
 
-    words, caps = _vocab_words(tokenizer)
-    rng = random.Random(f"copy-warmup:{seed}")
-    return [encode_episode(tokenizer, recall_dialogue(rng, words, caps), None) for _ in range(n)]
+
+def _value(rng: random.Random, words: list[str], caps: list[str], keys: list[str]) -> Any:
+    """A fact value: mostly a scalar; sometimes a JSON object (an address) or a list of objects
+    (order items), whose inner keys may repeat a top-level fact's key, so the copy must follow
+    the value's own tokens, not just a key."""
+    kind = rng.random()
+    if kind < 0.65:
+        return _scalar(rng, words, caps)
+    inner = lambda: rng.choice(keys) if rng.random() < 0.3 else _word_key(rng, words)  # noqa: E731
+    if kind < 0.85:
+        obj: dict[str, Any] = {}
+        for _ in range(rng.randint(2, 5)):
+            obj[inner()] = _scalar(rng, words, caps)
+        return dict(sorted(obj.items()))  # keys sorted, as the user writes them (value_text)
+    shape = [inner() for _ in range(2)]
+    if shape[0] == shape[1]:
+        shape[1] = _word_key(rng, words, shape)
+    shape.sort()
+    return [{shape[0]: _scalar(rng, words, caps), shape[1]: rng.randint(1, 9)} for _ in range(rng.randint(1, 3))]
+
+
+def recall_dialogue(rng: random.Random, words: list[str], caps: list[str], max_facts: int = 5) -> list[Message]:
+    """One recall dialogue (see the module docstring).
+
+    Half of them (when there are 2+ facts) have the shape of the factory's tasks: a lookup call
+    copies some facts, its tool output returns a new id, and the final ``submit`` call copies
+    that id and the remaining facts.
+    """
+    from autoforge.rollout.dialogue import fact_line
+
+    keys: list[str] = []
+    for _ in range(rng.randint(1, max_facts)):
+        keys.append(_word_key(rng, words, keys))
+    facts = {k: _value(rng, words, caps, keys) for k in keys}
+    msgs = [Message(role="user", content="Sure, here you go:\n" + "\n".join(fact_line(k, v) for k, v in facts.items()))]
+    submit = dict(facts)
+    if len(keys) >= 2 and rng.random() < 0.5:
+        looked = sorted(rng.sample(keys, rng.randint(1, len(keys) - 1)))
+        tool = f"find_{_word_key(rng, words)}"
+        id_key = _word_key(rng, words, keys) + "_id"
+        id_value = _scalar(rng, words, caps)
+        msgs += [Message(role="assistant", content="",
+                         tool_calls=[ToolCall(id="call_0", name=tool, arguments={k: facts[k] for k in looked})]),
+                 Message(role="tool", tool_call_id="call_0", name=tool,
+                         content=json.dumps({id_key: id_value}, separators=(",", ":"), ensure_ascii=False))]
+        submit = {k: v for k, v in facts.items() if k not in looked}
+        submit[id_key] = id_value
+    msgs.append(Message(role="assistant", content="",
+                        tool_calls=[ToolCall(id="call_1", name="submit", arguments={k: submit[k] for k in sorted(submit)})]))
+    return msgs
+
+
+class RecallExamples(Sequence):
+    """``n`` warm-up dialogues as ``(token_ids, loss_mask)`` in the policy's layout (mask on the calls).
+
+    Built on demand, example ``i`` from its own seed: a warm-up of 6,000 x 32 dialogues starts at
+    once instead of tokenizing 192,000 up front, and holds no more than a batch in memory.
+    Indexing (and slicing) is deterministic: the same ``(seed, i)`` always gives the same example.
+    """
+
+    lazy = True  # trainer.sft: every example trains on its calls, nothing to filter up front
+
+    def __init__(self, tokenizer, n: int, seed: int = 0):
+        self.tokenizer, self.n, self.seed = tokenizer, int(n), seed
+        self.words, self.caps = _vocab_words(tokenizer)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if not -self.n <= i < self.n:
+            raise IndexError(i)
+        from autoforge.rl.policy import encode_episode
+
+        rng = random.Random(f"copy-warmup:{self.seed}:{i % self.n}")
+        return encode_episode(self.tokenizer, recall_dialogue(rng, self.words, self.caps), None)
+
+
+def recall_examples(tokenizer, n: int, seed: int = 0) -> RecallExamples:
+    """``n`` warm-up dialogues (:class:`RecallExamples`, generated on demand)."""
+    return RecallExamples(tokenizer, n, seed)
 
 
 def exact_rate(policy, examples, batch: int = 50) -> float:
