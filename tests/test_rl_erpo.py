@@ -178,3 +178,23 @@ def test_token_logprobs_and_entropy():
     # temperature 2: logits halved -> p ∝ [1, sqrt 3]
     p1 = math.sqrt(3) / (1 + math.sqrt(3))
     assert float(token_logprobs(logits, torch.tensor([[1]]), temperature=2.0)) == pytest.approx(math.log(p1), rel=1e-5)
+
+
+def test_logprobs_from_bf16_logits_are_float32_and_match_one_pass_entropy():
+    from autoforge.rl.erpo import token_logprobs_and_entropy
+
+    g = torch.Generator().manual_seed(0)
+    logits32 = torch.randn(3, 7, 50, generator=g) * 3
+    targets = torch.randint(0, 50, (3, 7), generator=g)
+    for temp in (1.0, 0.7):
+        ref = token_logprobs(logits32.double(), targets, temp)
+        bf = logits32.bfloat16().requires_grad_()
+        lp = token_logprobs(bf, targets, temp)
+        assert lp.dtype == torch.float32  # upcast inside the softmax, not rounded back to bf16
+        assert torch.allclose(lp.double(), token_logprobs(bf.detach().double(), targets, temp), atol=1e-5)
+        assert torch.allclose(lp.double(), ref, atol=0.1)  # only the bf16 rounding of the logits themselves
+        lp.sum().backward()
+        assert bf.grad is not None and torch.isfinite(bf.grad.float()).all()
+        lp2, ent = token_logprobs_and_entropy(logits32, targets, temp)
+        assert torch.allclose(lp2, token_logprobs(logits32, targets, temp), atol=1e-5)
+        assert torch.allclose(ent, token_entropy(logits32, temp), atol=1e-5) and not ent.requires_grad

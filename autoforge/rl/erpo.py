@@ -219,22 +219,40 @@ def erpo_loss(
     return loss, stats
 
 
+def _log_softmax_f32(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """log softmax(logits / temperature) in (at least) float32. bf16/fp16 logits are upcast inside
+    the softmax kernel (``dtype=``): at temperature 1 no float32 copy of the [B, T, V] logits is made."""
+    dt = torch.promote_types(logits.dtype, torch.float32)
+    if temperature and temperature != 1.0:
+        logits = logits.to(dt) / temperature  # divide in float32: a bf16 quotient would round the logits again
+    return torch.log_softmax(logits, dim=-1, dtype=dt)
+
+
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """log softmax(logits / temperature) gathered at ``targets``.
+    """log softmax(logits / temperature) gathered at ``targets``, in float32.
 
     logits [B, T, V], targets [B, T] -> [B, T]. The same temperature must be used at rollout
     and at update, or the ratio is not 1 on-policy.
     """
-    if temperature and temperature != 1.0:
-        logits = logits / temperature
-    logits = logits.float()
-    return torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    if logits.dtype in (torch.float32, torch.float64):  # gather - logsumexp: no [B, T, V] output at all
+        if temperature and temperature != 1.0:
+            logits = logits / temperature
+        return torch.gather(logits, -1, targets.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return _log_softmax_f32(logits, temperature).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
 
 
 def token_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """Entropy of softmax(logits / temperature) per position: [B, T, V] -> [B, T]."""
-    if temperature and temperature != 1.0:
-        logits = logits / temperature
-    logits = logits.float()
-    logp = torch.log_softmax(logits, dim=-1)
+    logp = _log_softmax_f32(logits, temperature)
     return -(logp.exp() * logp).sum(-1)
+
+
+def token_logprobs_and_entropy(logits: torch.Tensor, targets: torch.Tensor,
+                               temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`token_logprobs` (differentiable) and :func:`token_entropy` (detached) from one log-softmax pass."""
+    logp = _log_softmax_f32(logits, temperature)
+    lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        d = logp.detach()
+        ent = -(d.exp() * d).sum(-1)
+    return lp, ent

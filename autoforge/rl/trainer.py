@@ -28,7 +28,7 @@ import torch
 from autoforge.errors import ConfigError
 from autoforge.rl import checkpoint as ckpt
 from autoforge.rl.config import TrainConfig
-from autoforge.rl.erpo import advantages_with_info, erpo_loss, token_entropy, token_logprobs
+from autoforge.rl.erpo import advantages_with_info, erpo_loss, token_logprobs, token_logprobs_and_entropy
 from autoforge.rl.policy import Policy, build_tiny_policy, load_policy
 from autoforge.rl.trajectory import Trajectory, collate
 
@@ -55,7 +55,9 @@ def _step_seed(seed: int, phase: str, step: int) -> int:
 
 def make_optimizer(model, lr: float, cfg: TrainConfig) -> torch.optim.Optimizer:
     params = [p for p in model.parameters() if p.requires_grad]
-    return torch.optim.AdamW(params, lr=lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay)
+    fused = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)  # one kernel for all tensors
+    return torch.optim.AdamW(params, lr=lr, betas=tuple(cfg.adam_betas), weight_decay=cfg.weight_decay,
+                             **({"fused": True} if fused else {}))
 
 
 def _chunks(xs: Sequence, n: int):
@@ -76,10 +78,13 @@ def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool
     cols = torch.nonzero(batch["loss_mask"][:, 1:].sum(0)).flatten()
     first = int(cols[0]) if len(cols) and not all_positions else 0  # first target column (in [0, L-1)) any row trains on
     kw = {"logits_to_keep": L - first} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
-    logits = model(input_ids=ids, attention_mask=batch["attention_mask"], **kw).logits  # [B, L-first, V] (or [B, L, V])
+    # use_cache=False: a training pass needs no KV cache (building one costs copies on every layer)
+    logits = model(input_ids=ids, attention_mask=batch["attention_mask"], use_cache=False, **kw).logits  # [B, L-first, V]
     logits = logits[:, -(L - first):-1] if kw else logits[:, first:-1]  # [B, L-1-first, V]: scores tokens first+1..L-1
-    lp = token_logprobs(logits, ids[:, first + 1:], temperature)
-    ent = token_entropy(logits.detach(), temperature) if want_entropy else None
+    if want_entropy:  # one log-softmax pass for both
+        lp, ent = token_logprobs_and_entropy(logits, ids[:, first + 1:], temperature)
+    else:
+        lp, ent = token_logprobs(logits, ids[:, first + 1:], temperature), None
     if first:  # left-pad back to [B, L-1] so positions line up with the masks
         lp = torch.cat([lp.new_zeros(lp.size(0), first), lp], dim=1)
         ent = torch.cat([ent.new_zeros(ent.size(0), first), ent], dim=1) if ent is not None else None
