@@ -69,6 +69,24 @@ def heldout_nll(model_dir: str, wh: str, cfg: TrainConfig) -> float:
     return tot / max(n, 1)
 
 
+SFT_KEYS = ("evals", "checkpoint", "data", "sft_examples", "warmup", "timings", "throughput")
+
+
+def reuse_sft(prev: Path) -> tuple[dict, dict]:
+    """The SFT phase of an earlier run of this script: its summary, or (older runs) its evals + partial.json."""
+    from autoforge.rl.checkpoint import latest_checkpoint
+
+    if (prev / "sft_summary.json").is_file():
+        s = json.loads((prev / "sft_summary.json").read_text())
+        return {k: s.get(k) for k in SFT_KEYS}, s["nll"]
+    last, part = latest_checkpoint(prev / "sft"), json.loads((prev / "partial.json").read_text())
+    if last is None:
+        raise SystemExit(f"--sft-from {prev}: no SFT checkpoint under {prev / 'sft'}")
+    evals = json.loads((prev / "sft" / "evals.json").read_text())
+    return ({"evals": evals, "checkpoint": str(last), "data": None, "sft_examples": None, "warmup": part.get("warmup"),
+             "timings": part.get("timings", {}), "throughput": {"sft_tokens_per_s": None}}, part["nll"])
+
+
 def controlled_ablation(out: Path, steps: int, error_rate: float, seeds: list[int], threads: int) -> list[dict]:
     """ERPO vs GRPO vs no masking where the reward is learnable by a tiny policy in minutes.
 
@@ -178,6 +196,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-new-tokens", type=int, default=96, help="per agent turn (the longest gold turn is ~80)")
     ap.add_argument("--sft-context-weight", type=float, default=0.0,
                     help="SFT loss weight of non-agent tokens (TrainConfig.sft_context_weight)")
+    ap.add_argument("--sft-from", help="reuse the SFT phase (checkpoint, evals) of an earlier run's --out")
     ap.add_argument("--erpo-steps", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-4)
     ap.add_argument("--tasks-per-batch", type=int, default=8)
@@ -214,17 +233,23 @@ def main(argv=None) -> dict:
         checkpoint_every=1000)
 
     # ---- phase 1: base policy -> SFT on gold replays (evaluated before and after)
-    print(f"== SFT cold start ({args.sft_epochs} epochs)", flush=True)
-    sft_cfg = TrainConfig(**common, steps=0, eval_at=["start", "sft"], checkpoint_dir=str(out / "sft"))
     t = time.perf_counter()
-    sft_out = run_training(wh, sft_cfg, progress=printer(t0), out_dir=out / "sft")
+    if args.sft_from:  # the SFT phase of an earlier run (its --out), e.g. to give the ERPO arms more steps
+        sft_out, nll = reuse_sft(Path(args.sft_from))
+        print(f"== SFT cold start: reusing {sft_out['checkpoint']}", flush=True)
+    else:
+        print(f"== SFT cold start ({args.sft_epochs} epochs)", flush=True)
+        sft_cfg = TrainConfig(**common, steps=0, eval_at=["start", "sft"], checkpoint_dir=str(out / "sft"))
+        sft_out = run_training(wh, sft_cfg, progress=printer(t0), out_dir=out / "sft")
+        nll = {"base": heldout_nll(str(out / "sft" / "base"), wh, sft_cfg), "sft": heldout_nll(sft_out["checkpoint"], wh, sft_cfg)}
     sft_wall = time.perf_counter() - t
     sft_ckpt = sft_out["checkpoint"]
-    nll = {"base": heldout_nll(str(out / "sft" / "base"), wh, sft_cfg), "sft": heldout_nll(sft_ckpt, wh, sft_cfg)}
     print(f"  held-out gold-dialogue NLL per agent token: base {nll['base']:.3f} -> after SFT {nll['sft']:.3f}", flush=True)
     partial = {"warmup": sft_out.get("warmup"), "nll": nll, "evals": {k: v["success_rate"] for k, v in sft_out["evals"].items()},
                "timings": sft_out["timings"], "ablation": []}
     (out / "partial.json").write_text(json.dumps(partial, indent=1))  # a long run killed later keeps this much
+    (out / "sft_summary.json").write_text(json.dumps({**{k: v for k, v in sft_out.items() if k in SFT_KEYS}, "nll": nll},
+                                                     indent=1, default=str))
 
     # ---- phase 2: the same SFT policy, three ERPO variants under injected user errors
     arms = [ARMS[int(i)] for i in args.arms.split(",")]
