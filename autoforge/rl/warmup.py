@@ -22,8 +22,10 @@ lists of objects (order items) whose inner keys may repeat another fact's key. H
 dialogues with 2+ facts have the tasks' two-step shape: a lookup call copies some facts, its
 tool output returns a new id, and ``submit`` copies that id and the rest. The final call lists
 its arguments with keys sorted, so nothing but recall lowers the loss (only the assistant turns
-are trained on). Measured on the CPU (benchmarks/copy_skill.py, flat values only): held-out exact
-recall goes from 0 to ~0.37 in 1,500 steps of 32 dialogues. Synthetic recall curricula are
+are trained on). Measured on the CPU: with flat values only (benchmarks/copy_skill.py) held-out
+exact recall goes from 0 to ~0.37 in 1,500 steps of 32 dialogues; with these shapes, 3,000 steps
+(40 min) reach 0.44 exact on whole dialogues, and SFT from there solves 66% of held-out retail
+tasks, against 0% without the warm-up (benchmarks/learning_evidence.py). Synthetic recall curricula are
 standard in the study of in-context copying (associative recall / MQAR); using one as a warm-up
 for ERPO is ours (``TrainConfig.copy_warmup_steps``).
 """
