@@ -107,18 +107,12 @@ SFT_KEYS = ("evals", "checkpoint", "data", "sft_examples", "warmup", "timings", 
 
 
 def reuse_sft(prev: Path) -> tuple[dict, dict]:
-    """The SFT phase of an earlier run of this script: its summary, or (older runs) its evals + partial.json."""
-    from autoforge.rl.checkpoint import latest_checkpoint
-
-    if (prev / "sft_summary.json").is_file():
-        s = json.loads((prev / "sft_summary.json").read_text())
-        return {k: s.get(k) for k in SFT_KEYS}, s["nll"]
-    last, part = latest_checkpoint(prev / "sft"), json.loads((prev / "partial.json").read_text())
-    if last is None:
-        raise SystemExit(f"--sft-from {prev}: no SFT checkpoint under {prev / 'sft'}")
-    evals = json.loads((prev / "sft" / "evals.json").read_text())
-    return ({"evals": evals, "checkpoint": str(last), "data": None, "sft_examples": None, "warmup": part.get("warmup"),
-             "timings": part.get("timings", {}), "throughput": {"sft_tokens_per_s": None}}, part["nll"])
+    """The SFT phase of an earlier run of this script (its ``sft_summary.json``)."""
+    path = prev / "sft_summary.json"
+    if not path.is_file():
+        raise SystemExit(f"--sft-from {prev}: no sft_summary.json there (written once a run's SFT phase ends)")
+    s = json.loads(path.read_text())
+    return {k: s.get(k) for k in SFT_KEYS}, s["nll"]
 
 
 def controlled_ablation(out: Path, steps: int, error_rate: float, seeds: list[int], threads: int) -> list[dict]:
@@ -281,9 +275,7 @@ def main(argv=None) -> dict:
     sft_wall = time.perf_counter() - t
     sft_ckpt = sft_out["checkpoint"]
     print(f"  held-out gold-dialogue NLL per agent token: base {nll['base']:.3f} -> after SFT {nll['sft']:.3f}", flush=True)
-    partial = {"warmup": sft_out.get("warmup"), "nll": nll, "evals": {k: v["success_rate"] for k, v in sft_out["evals"].items()},
-               "timings": sft_out["timings"], "ablation": []}
-    (out / "partial.json").write_text(json.dumps(partial, indent=1))  # a long run killed later keeps this much
+    # what a run killed later keeps (and what --sft-from reads); partial.json gains each finished arm
     (out / "sft_summary.json").write_text(json.dumps({**{k: v for k, v in sft_out.items() if k in SFT_KEYS}, "nll": nll},
                                                      indent=1, default=str))
 
@@ -303,8 +295,8 @@ def main(argv=None) -> dict:
             t = time.perf_counter()
             r = run_training(wh, cfg, progress=printer(t0), out_dir=out / slug)
             results.append(arm_row(name, seed, r, time.perf_counter() - t))
-            partial["ablation"] = [{k: v for k, v in x.items() if k != "curve"} for x in results]
-            (out / "partial.json").write_text(json.dumps(partial, indent=1))
+            (out / "partial.json").write_text(json.dumps([{k: v for k, v in x.items() if k != "curve"} for x in results],
+                                                         indent=1))
 
     controlled = []
     if args.controlled_steps:

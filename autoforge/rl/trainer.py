@@ -148,7 +148,7 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
         if order_epoch != epoch:  # shuffled once per epoch, from the epoch's seed: the same order on resume
             order_epoch, order = epoch, list(range(len(data)))
             random.Random(_step_seed(cfg.seed, "sft", epoch)).shuffle(order)
-        batch_ex = [_as_example(data[j]) for j in order[i * cfg.sft_batch_size:(i + 1) * cfg.sft_batch_size]]
+        batch_ex = [data[j] for j in order[i * cfg.sft_batch_size:(i + 1) * cfg.sft_batch_size]]
         trajs = [Trajectory("sft", "sft", ids, m, [0.0] * len(ids), 0.0) for ids, m in batch_ex]
         w_ctx = cfg.sft_context_weight
         n_tok = sum(sum(t.loss_mask[1:]) for t in trajs)
