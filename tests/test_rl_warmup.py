@@ -22,7 +22,7 @@ def _policy(tmp_path):
 
 
 def test_recall_examples_train_only_the_calls_and_every_value_is_in_the_context(tmp_path):
-    from autoforge.rollout.dialogue import fact_line
+    from autoforge.dialogue import fact_line
 
     pol = _policy(tmp_path)
     tok = pol.tokenizer

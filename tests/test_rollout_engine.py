@@ -9,7 +9,7 @@ import pytest
 from test_rollout_support import local_env_factory, make_tools, tasks_and_dags
 
 from autoforge.errors import SandboxError
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.rollout.agents import OracleAgent, RandomAgent
 from autoforge.rollout.engine import AgentTurn, EpisodeConfig, UserTurn, run_episode
 from autoforge.rollout.toolcalls import MalformedCall, tool_schemas

@@ -7,7 +7,7 @@ from stub_openai_server import StubOpenAIServer, error, json_reply
 from test_rollout_support import local_env_factory, make_tools, tasks_and_dags
 
 from autoforge.llm import OpenAIClient
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.rollout.agents import OracleAgent, RandomAgent
 from autoforge.rollout.evaluate import evaluate_tasks
 from autoforge.rollout.judge import LLMJudge, RuleJudge, judge_dialogue, judge_metrics

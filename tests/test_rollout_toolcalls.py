@@ -9,7 +9,7 @@ from stub_openai_server import StubOpenAIServer, reply, tool_reply
 from test_rollout_support import local_env_factory, make_tools, tasks_and_dags
 
 from autoforge.llm import OpenAIClient
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.rollout.agents import OpenAIAgent, wire_messages
 from autoforge.rollout.engine import run_episode
 from autoforge.rollout.toolcalls import format_hermes, parse_hermes, tool_schemas

@@ -12,7 +12,7 @@ from test_rollout_support import local_env_factory, make_tools, tasks_and_dags
 
 from autoforge.errors import ConfigError
 from autoforge.llm import OpenAIClient
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.rollout.agents import OracleAgent
 from autoforge.rollout.engine import run_episode
 from autoforge.rollout.toolcalls import tool_schemas

@@ -263,7 +263,7 @@ def test_generate_one_task_with_runtime_interface(env, tools, dags):
 # --------------------------------------------------------------------------- hidden facts, one value per fact, new ops
 
 from autoforge.dags.build import DagKnobs, build_dag  # noqa: E402
-from autoforge.rollout import dialogue as D  # noqa: E402
+from autoforge import dialogue as D  # noqa: E402
 from autoforge.tasks.instantiate import FactChooser  # noqa: E402
 from autoforge.tasks.phrasing import StatePolicy  # noqa: E402
 from autoforge.types import ToolSequence  # noqa: E402
@@ -289,7 +289,7 @@ def test_request_states_no_hidden_value_and_names_every_hidden_fact(env, tools, 
         for k, v in run.facts.items():
             assert not D.states_value(draft.request, v), (k, v, draft.request)
             if k not in ("email", "user_id"):  # the user's identity: the agent asks who they are
-                assert D.mentions(draft.request, k), (k, draft.request)
+                assert D.names_fact(draft.request, k), (k, draft.request)
         n += 1
     assert n >= 20
 

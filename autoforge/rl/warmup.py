@@ -101,7 +101,7 @@ def recall_dialogue(rng: random.Random, words: list[str], caps: list[str], max_f
     copies some facts, its tool output returns a new id, and the final ``submit`` call copies
     that id and the remaining facts.
     """
-    from autoforge.rollout.dialogue import fact_line
+    from autoforge.dialogue import fact_line
 
     keys: list[str] = []
     for _ in range(rng.randint(1, max_facts)):

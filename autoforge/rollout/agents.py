@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from autoforge.errors import AutoforgeError, ConfigError
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.rollout.engine import AgentContext, AgentTurn
 from autoforge.rollout.toolcalls import MalformedCall, parse_hermes
 from autoforge.types import DagNode, Message, ToolCall

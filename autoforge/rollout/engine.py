@@ -23,6 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from autoforge.envs.interface import EnvFactory, EnvLike
 from autoforge.errors import AutoforgeError
 from autoforge.rollout import reward as R
 from autoforge.rollout.toolcalls import MalformedCall
@@ -98,16 +99,6 @@ class UserSim(Protocol):
     def ground_truth(self) -> tuple[bool | None, str | None]:
         """(an injected error manifested in this dialogue, its kind); (None, None) if unknown."""
         ...
-
-
-class EnvLike(Protocol):
-    """The runtime's interface (:class:`autoforge.envs.runtime.Environment`)."""
-
-    def reset(self, state: dict) -> Any: ...
-
-    def call(self, name: str, arguments: dict) -> Any: ...
-
-    def get_state(self) -> dict: ...
 
 
 @dataclass

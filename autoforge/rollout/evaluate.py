@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from autoforge.envs.interface import EnvFactory
 from autoforge.errors import ConfigError
 from autoforge.rollout import passk
 from autoforge.rollout.agents import OpenAIAgent, OracleAgent, RandomAgent
@@ -37,7 +38,7 @@ USER_NAMES = ("offline", "llm", "llm:<model>")
 AgentFactory = Callable[[], Any]
 # user_factory(task, plan, seed) -> UserSim
 UserFactory = Callable[[Task, Any, int], Any]
-EnvFactory = Callable[[list[ToolCode]], Any]
+
 
 
 # --------------------------------------------------------------------------- registries

@@ -31,7 +31,7 @@ from typing import Any, Iterable, Literal, Optional
 from pydantic import BaseModel, Field
 
 from autoforge.errors import ConfigError
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.types import Episode, Message, Task
 
 

@@ -8,7 +8,7 @@ up to 30% of failed tau2-bench episodes on the user simulator (issue 5), so erro
 catch them.
 
 - :class:`OfflineUser`: scripted. Reveals a hidden fact when the agent names it in a request
-  (format in :mod:`autoforge.rollout.dialogue`), confirms actions, ends the episode when the
+  (format in :mod:`autoforge.dialogue`), confirms actions, ends the episode when the
   agent reports the work done, gives up after a few turns it cannot answer.
 - :class:`LLMUser`: any OpenAI-compatible model, prompted with the request, the hidden facts
   and an explicit stop rule (do not end while a requested change is pending).
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoforge.errors import ConfigError
-from autoforge.rollout import dialogue as D
+from autoforge import dialogue as D
 from autoforge.rollout.engine import UserTurn
 from autoforge.types import Message, Task
 

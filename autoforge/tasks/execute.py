@@ -18,6 +18,7 @@ from typing import Any, Callable, Protocol
 
 from autoforge.dags.build import topo_order
 from autoforge.dags.reasoning import ReasoningError, apply_op
+from autoforge.envs.interface import EnvFactory, EnvLike
 from autoforge.errors import AutoforgeError
 from autoforge.types import DagNode, TaskDag, ToolCall, ToolCode
 
@@ -30,13 +31,6 @@ class DagExecutionError(AutoforgeError):
         self.reason, self.detail, self.node = reason, detail, node
 
 
-class EnvLike(Protocol):
-    def reset(self, state: dict) -> Any: ...
-    def call(self, name: str, arguments: dict) -> Any: ...
-    def get_state(self) -> dict: ...
-
-
-EnvFactory = Callable[[list[ToolCode]], EnvLike]
 # chooser(node, arg_name, resolved_args, env) -> value of a user fact not fixed yet
 Chooser = Callable[[DagNode, str, dict[str, Any], EnvLike], Any]
 

@@ -18,7 +18,8 @@ from typing import Any, Iterable, Iterator
 
 from autoforge.dags.build import dag_depth, rejection
 from autoforge.dags.graph import is_key_param, key_fields
-from autoforge.tasks.execute import DagExecutionError, EnvFactory, default_env_factory, run_dag
+from autoforge.envs.interface import EnvFactory
+from autoforge.tasks.execute import DagExecutionError, default_env_factory, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, canonical_json, content_hash, content_id,
@@ -98,7 +99,7 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     forbidden = lookup_ids(dag, run.outputs, run.args, key_fields(env))
     if client is not None and not getattr(client, "is_offline", True):
         draft = refine_request(client, draft, facts, forbidden)
-    from autoforge.tasks.verify import mentions
+    from autoforge.dialogue import mentions
 
     leaked = [v for v in forbidden if mentions(draft.request, v)]
     if leaked:

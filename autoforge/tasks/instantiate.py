@@ -26,7 +26,8 @@ from datetime import date, timedelta
 from typing import Any
 
 from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
-from autoforge.tasks.execute import DagExecutionError, EnvLike
+from autoforge.envs.interface import EnvLike
+from autoforge.tasks.execute import DagExecutionError
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
 FIRST = ["Ava", "Liam", "Noah", "Mia", "Ethan", "Sofia", "Lucas", "Emma", "Omar", "Yuki", "Priya", "Mateo"]

@@ -10,7 +10,7 @@ status) sometimes; an enum value a write sets (the goal: "savings") sometimes; d
 quantities and free text never. At most one value per requirement is stated. Every hidden
 fact is still *named* in the request ("I can tell you the check in and the guests count"),
 so an agent knows what to ask for; the offline user reveals a fact when asked by that name
-(:mod:`autoforge.rollout.dialogue`). Online (``client`` not offline), the LLM rewrites the
+(:mod:`autoforge.dialogue`). Online (``client`` not offline), the LLM rewrites the
 draft (step ``task_request``) and the rewrite must still state every stated value and leak no
 looked-up id, else it is refused.
 """
@@ -355,7 +355,7 @@ class _Writer:
         return text
 
     def write(self) -> Draft:
-        from autoforge.rollout.dialogue import mentions  # the dialogue's convention for naming a fact
+        from autoforge.dialogue import names_fact  # the dialogue's convention for naming a fact
 
         reqs: dict[int, list[str]] = {}
         for node in self.dag.nodes:
@@ -376,7 +376,7 @@ class _Writer:
         # every fact is known to the user; those not stated are revealed on request, and each is
         # named (never valued) so the agent knows what to ask for
         hidden = sorted(set(self.run.facts) - self.stated)
-        unnamed = [f for f in hidden if f not in self.identity and not mentions(text, f)]
+        unnamed = [f for f in hidden if f not in self.identity and not names_fact(text, f)]
         if unnamed:
             text += " " + self.rng.choice(TAILS).format(x=_join(["the " + _words(f) for f in unnamed])[4:])
         ident = [f for f in hidden if f in self.identity]

@@ -18,12 +18,13 @@ filter; DESIGN.md stage 5 adds ours, each stored as one VerificationResult with 
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable
 
 from autoforge.dags.build import rejection, topo_order
 from autoforge.dags.graph import is_key_param, key_fields, required_params
-from autoforge.tasks.execute import DagExecutionError, DagRun, EnvFactory, run_calls, run_dag
+from autoforge.dialogue import mentions
+from autoforge.envs.interface import EnvFactory
+from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
 from autoforge.tasks.generate import duplicate_key, open_env
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              state_hash)
@@ -99,11 +100,6 @@ def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[st
                 if not (enum and len(enum) == 1 and enum[0] == value):
                     return f"{where} is a constant the agent cannot know"
     return None
-
-
-def mentions(text: str, value: str) -> bool:
-    """``value`` appears in ``text`` as a whole token (``U0001`` is not found in ``U00012``)."""
-    return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None
 
 
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],

@@ -58,24 +58,30 @@ def _mention_re(key: str) -> re.Pattern:
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alt) + r")(?![a-z0-9])", re.IGNORECASE)
 
 
-def mentions(text: str, key: str) -> bool:
+def names_fact(text: str, key: str) -> bool:
     """Does ``text`` name fact ``key`` (as words or as the raw key)?"""
     return bool(_mention_re(key).search(text or ""))
+
+
+def mentions(text: str, value: str) -> bool:
+    """``value`` appears in ``text`` as a whole token (``U0001`` is not found in ``U00012``):
+    the leak rule of task generation and verification (a hidden value must not be in the request)."""
+    return bool(value) and re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text or "") is not None
 
 
 def mentioned_facts(text: str, keys: Iterable[str]) -> list[str]:
     """Facts named in ``text``; a fact whose name is part of a longer named fact is dropped
     (``name`` inside ``project name``) unless it is also named on its own."""
     text = text or ""
-    hits = [k for k in keys if mentions(text, k)]
+    hits = [k for k in keys if names_fact(text, k)]
     out = []
     for k in hits:
-        longer = [h for h in hits if h != k and fact_words(k) in fact_words(h) and mentions(text, h)]
+        longer = [h for h in hits if h != k and fact_words(k) in fact_words(h) and names_fact(text, h)]
         if longer:
             stripped = text
             for h in longer:
                 stripped = _mention_re(h).sub(" ", stripped)
-            if not mentions(stripped, k):
+            if not names_fact(stripped, k):
                 continue
         out.append(k)
     return out
