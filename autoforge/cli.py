@@ -147,7 +147,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 @command("synthesize")
 def cmd_synthesize(args: argparse.Namespace) -> int:
-    from autoforge.envs.stage import run_synthesis
+    from autoforge.pipeline import run_synthesis
 
     summary = run_synthesis(_wh(args), env=args.env, backend=args.backend, max_envs=args.max_envs)
     print_rows(summary["table"], title="synthesized environments")
@@ -179,9 +179,9 @@ def run_factory_cli(params, use_prefect: bool) -> dict:
     if use_prefect:
         _prefect_env()
         print("running the factory as a Prefect flow (ephemeral server unless PREFECT_API_URL is set) ...", flush=True)
-        from flows.factory import factory
+        from flows.factory import factory_flow
 
-        return factory(**params.model_dump())
+        return factory_flow(**params.model_dump())
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from autoforge.pipeline import STAGES, run_factory
@@ -226,17 +226,17 @@ def cmd_factory(args: argparse.Namespace) -> int:
 
 @command("eval")
 def cmd_eval(args: argparse.Namespace) -> int:
-    from autoforge.rollout.evaluate import format_report, run_eval
+    from autoforge.pipeline import evaluate as stage
 
-    summary = run_eval(
-        _wh(args), agent=args.agent, user=args.user, trials=args.trials, split=args.split, env=args.env,
-        limit=args.limit, concurrency=args.concurrency, user_error_rate=args.user_error_rate, seed=args.seed,
-        judge=args.judge, max_turns=args.max_turns,
-    )
+    summary = stage.run(_wh(args), stage.EvalParams(
+        agent=args.agent, user=args.user, trials=args.trials, split=args.split, env=args.env, limit=args.limit,
+        concurrency=args.concurrency, user_error_rate=args.user_error_rate, seed=args.seed, judge=args.judge,
+        max_turns=args.max_turns,
+    ))
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
-        print(format_report(_with_env_names(_wh(args), summary)))
+        print(stage.format_report(_with_env_names(_wh(args), summary)))
     return 0
 
 
@@ -291,16 +291,11 @@ def _train_progress(console):
 def cmd_train(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from autoforge.rl.run import run_training
+    from autoforge.pipeline.train import run_training, train_config
 
     console = Console()
     _quiet_hf()
-    overrides = dict(kv.split("=", 1) for kv in args.set or [])
-    config = args.config
-    if overrides:
-        from autoforge.rl.run import as_config
-
-        config = as_config({**as_config(args.config).model_dump(mode="json"), **overrides})
+    config = train_config(args.config, dict(kv.split("=", 1) for kv in args.set or []))
     out = run_training(_wh(args), config, progress=_train_progress(console), out_dir=args.out)
     console.print(out["table_markdown"])
     console.print(f"learning curve: {out['curve']}   checkpoint: {out['checkpoint']}   run: {out['train_run_id']}")
@@ -312,8 +307,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from autoforge.pipeline import FactoryParams
-    from autoforge.rl.run import demo_training
-    from autoforge.rollout.evaluate import format_report, run_eval
+    from autoforge.pipeline.evaluate import format_report, run_eval
+    from autoforge.pipeline.train import demo_training
     from autoforge.warehouse import apply_migrations, resolve_url
 
     console = Console()

@@ -6,7 +6,7 @@
 The process (and the sandbox workers it starts, which inherit the affinity) is pinned to one
 CPU. Three set-ups are timed:
 
-- ``sandbox, env per episode``: what ``run_eval`` does — a new sandboxed Environment for every
+- ``sandbox, env per episode``: what evaluation (``play_episodes``) does by default — a new sandboxed Environment for every
   episode (worker start included), then reset / calls / state read;
 - ``sandbox, env reused``: one Environment, ``reset()`` per episode (copy-on-reset);
 - ``in-process``: tools executed in-process, no sandbox — the engine + oracle + offline
@@ -38,7 +38,7 @@ def mock_inputs():
 
 
 def warehouse_inputs(path: str, limit: int | None):
-    from autoforge.rollout.evaluate import load_eval_inputs
+    from autoforge.pipeline.evaluate import load_eval_inputs
 
     tasks, dags, tools_by_env, _ = load_eval_inputs(path, limit=limit)
     if not tasks:

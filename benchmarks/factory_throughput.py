@@ -25,7 +25,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from autoforge.envs.synthesis import synthesize_all
-    from autoforge.tasks.stages import run_generate, run_sample, run_verify
+    from autoforge.pipeline import run_generate, run_sample, run_verify
     from autoforge.tooldocs.ingest import ingest_bundled
     from autoforge.warehouse import apply_migrations
     from autoforge.warehouse.store import query, write_records

@@ -40,8 +40,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from autoforge.pipeline.train import run_training  # noqa: E402
 from autoforge.rl.config import TrainConfig  # noqa: E402
-from autoforge.rl.run import run_training, table_markdown  # noqa: E402
+from autoforge.rl.run import table_markdown  # noqa: E402
 
 ARMS = (  # name, advantage level, MEU masking
     ("ERPO (env std + masking)", "env", True),
@@ -54,7 +55,8 @@ def heldout_nll(model_dir: str, wh: str, cfg: TrainConfig) -> float:
     """Mean per-token NLL of the agent turns of held-out gold replays (the SFT objective on unseen tasks)."""
     import torch
 
-    from autoforge.rl.data import gold_episodes, load_curated, sft_examples
+    from autoforge.pipeline.train import load_curated
+    from autoforge.rl.data import gold_episodes, sft_examples
     from autoforge.rl.policy import load_policy
     from autoforge.rl.trainer import _forward_logprobs
     from autoforge.rl.trajectory import Trajectory, collate

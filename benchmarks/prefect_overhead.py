@@ -48,10 +48,10 @@ def run_library(params: dict, warehouse: str) -> tuple[float, dict]:
 
 
 def run_flow(params: dict, warehouse: str) -> float:
-    from flows.factory import factory
+    from flows.factory import factory_flow
 
     t0 = time.perf_counter()
-    factory(**params, warehouse=warehouse)
+    factory_flow(**params, warehouse=warehouse)
     return time.perf_counter() - t0
 
 

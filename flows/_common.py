@@ -8,14 +8,14 @@ more threads than cores only adds contention. Override per run with
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Sequence
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
+from autoforge.pipeline.common import persist
 from autoforge.types import Run
-from autoforge.warehouse import write_records
 
 
 def stage_task_runner() -> ThreadPoolTaskRunner:
@@ -26,4 +26,16 @@ def stage_task_runner() -> ThreadPoolTaskRunner:
 @task(name="persist-stage", task_run_name="persist-{run.stage}", cache_policy=NO_CACHE)
 def persist_stage(results: list[Any], run: Run, warehouse: str | None) -> dict[str, int]:
     """The stage's ONE write (DuckDB's single writer): every record of every environment's result, and the run."""
-    return write_records(warehouse, [rec for res in results for rec in res.records()], run=run)
+    return persist(warehouse, results, run)
+
+
+def gather(items: Sequence[Any], futures: Sequence[Any], what: Callable[[Any], str]) -> list[Any]:
+    """Each future's result; one broken environment is logged and left out, it does not sink the batch."""
+    logger = get_run_logger()
+    out = []
+    for item, fut in zip(items, futures):
+        try:
+            out.append(fut.result())
+        except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
+            logger.error("%s failed: %s", what(item), exc)
+    return out

@@ -1,8 +1,10 @@
 """Evaluate an agent with a simulated user on curated tasks: pass^k per environment and overall.
 
-A thin recipe over :func:`autoforge.rollout.run_eval` (which plays the episodes concurrently,
-judges user errors, and writes episodes + eval_results + the run in one transaction). The
-flow adds a table artifact of the pass^k rows and a markdown summary with the failures.
+A thin recipe over :func:`autoforge.pipeline.evaluate.run` (which loads the curated tasks,
+plays the episodes concurrently, judges user errors, and writes episodes + eval_results + the
+run in one transaction). The flow's parameters are :class:`autoforge.pipeline.evaluate.EvalParams`
+fields (validated before anything runs); it adds a table artifact of the pass^k rows and a
+markdown summary with the failures.
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from autoforge.rollout import format_report, run_eval
+from autoforge.pipeline import evaluate as stage
 
 
 @task(name="run-eval", retries=0)
-def run_eval_task(**kw) -> dict:
-    return run_eval(**kw)
+def run_eval_task(warehouse: str | None, params: stage.EvalParams) -> dict:
+    return stage.run(warehouse, params)
 
 
 @flow(name="evaluate", flow_run_name="eval-{agent}-{user}-k{trials}", log_prints=True)
-def evaluate(
+def evaluate_flow(
     agent: str = "oracle",
     user: str = "offline",
     trials: int = 4,
@@ -41,14 +43,16 @@ def evaluate(
     user_error_rate: injected user errors per episode, split evenly over wrong_fact / withheld_fact / premature_stop.
     judge: rule | llm | none — the user-error judge whose flags ERPO masks.
     """
+    params = stage.EvalParams(agent=agent, user=user, trials=trials, split=split, env=env, limit=limit,
+                              concurrency=concurrency, user_error_rate=user_error_rate, judge=judge, seed=seed,
+                              max_turns=max_turns)
+    params.validate_for_run()
     logger = get_run_logger()
-    summary = run_eval_task(warehouse=warehouse, agent=agent, user=user, trials=trials, split=split, env=env,
-                            limit=limit, concurrency=concurrency, user_error_rate=user_error_rate, seed=seed,
-                            judge=judge, max_turns=max_turns)
+    summary = run_eval_task(warehouse, params)
     logger.info("eval %s: success rate %s over %d episodes", summary["eval_id"], summary["success_rate"],
                 summary["n_episodes"])
     create_table_artifact(key="eval-pass-hat-k", table=[{"env_id": r["env_id"] or "(overall)", **{
         k: v for k, v in r.items() if k != "env_id"}} for r in summary["results"]],
         description=f"pass^k of {summary['agent']} with {summary['user_sim']}")
-    create_markdown_artifact(key="eval-summary", markdown="```\n" + format_report(summary) + "\n```")
+    create_markdown_artifact(key="eval-summary", markdown="```\n" + stage.format_report(summary) + "\n```")
     return summary

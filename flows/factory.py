@@ -1,8 +1,9 @@
 """The factory: ingest -> synthesize -> sample -> generate -> verify, as subflows of one batch.
 
-A thin recipe: every stage is a subflow over library functions; the batch id is a hash of the
-parameters, so re-running the same batch (after a crash, say) upserts the same rows and adds
-none. Per-stage limits are parameters, visible and editable in the Prefect UI.
+A thin recipe: :class:`autoforge.pipeline.FactoryParams` derives every stage's parameters (the
+same derivation ``autoforge.pipeline.run_factory`` uses, so both paths build the same run ids and
+rows); each stage runs as its own subflow. The batch id is a hash of the parameters, so
+re-running the same batch (after a crash, say) upserts the same rows and adds none.
 """
 
 from __future__ import annotations
@@ -10,16 +11,19 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from autoforge.pipeline import FactoryParams, batch_id_for, funnel_rows
-from flows.generate import generate_tasks
-from flows.ingest import ingest_tool_docs
-from flows.sample import sample_tool_sequences
-from flows.synthesize import synthesize_environments
-from flows.verify import verify_tasks
+from autoforge.pipeline import FactoryParams, funnel_rows
+from flows.generate import generate_flow
+from flows.ingest import ingest_flow
+from flows.sample import sample_flow
+from flows.synthesize import synthesize_flow
+from flows.verify import verify_flow
+
+SUBFLOWS = {"ingest": ingest_flow, "synthesize": synthesize_flow, "sample": sample_flow, "generate": generate_flow,
+            "verify": verify_flow}
 
 
 @flow(name="factory", flow_run_name="factory-{backend}-seed{seed}-n{tasks_per_env}", log_prints=True)
-def factory(
+def factory_flow(
     backend: str = "offline",
     tasks_per_env: int = 110,
     seed: int = 0,
@@ -39,21 +43,14 @@ def factory(
     max_envs: cap on environments processed (a per-stage limit for quick runs).
     warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     """
-    params = FactoryParams(
-        backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [], bundled=bundled,
-        max_envs=max_envs, warehouse=warehouse,
-    )
+    params = FactoryParams(backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [],
+                           bundled=bundled, max_envs=max_envs, warehouse=warehouse)
     params.validate_for_run()
-    logger = get_run_logger()
-    batch_id = batch_id_for(params)
-    logger.info("factory batch %s", batch_id)
-    ingest_tool_docs(paths=params.paths, bundled=params.bundled, warehouse=warehouse, batch_id=batch_id)
-    synthesize_environments(env=env, backend=backend, warehouse=warehouse, batch_id=batch_id, max_envs=max_envs)
-    sample_tool_sequences(env=env, seed=seed, warehouse=warehouse, batch_id=batch_id, tasks_per_env=tasks_per_env,
-                          backend=backend, max_envs=max_envs)
-    generate_tasks(env=env, seed=seed, warehouse=warehouse, batch_id=batch_id, tasks_per_env=tasks_per_env,
-                   backend=backend, max_envs=max_envs)
-    verify_tasks(env=env, warehouse=warehouse, batch_id=batch_id, max_envs=max_envs)
+    batch_id = params.batch_id()
+    get_run_logger().info("factory batch %s", batch_id)
+    for name, stage_params in params.stage_params().items():
+        fields = stage_params.model_dump(exclude={"env_ids"})  # the flows take a name selection, not ids
+        SUBFLOWS[name](**fields, warehouse=warehouse, batch_id=batch_id)
     rows = funnel_rows(warehouse)
     create_table_artifact(key="factory-funnel", table=rows, description=f"Stage funnel after batch {batch_id}")
     create_markdown_artifact(

@@ -1,61 +1,58 @@
-"""Stage 4 flow: task DAGs -> tasks (initial state, gold run, request, hidden facts) (DESIGN.md stage 4).
+"""Stage 4 flow: task DAGs -> tasks (initial state, gold run, request, hidden facts).
 
 One Prefect task per environment (each opens one sandboxed environment and instantiates its
-DAGs), ONE persistence step, and a table artifact with tasks and drops per environment.
+DAGs), ONE persistence step, and a table artifact with tasks and drops per environment; the
+recipe is :mod:`autoforge.pipeline.generate`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import persist_stage, stage_task_runner
+from flows._common import gather, persist_stage, stage_task_runner
 
-from autoforge.tasks.stages import StageResult, client_for, finish, generate_env, load_inputs, run_record, stage_counts
-from autoforge.types import EnvironmentRecord, TaskDag, ToolCode
+from autoforge.pipeline import generate as stage
+from autoforge.pipeline.common import finish
+from autoforge.tasks.generate import TEST_FRACTION, StageResult, stage_counts
+from autoforge.types import EnvironmentRecord
 
 
 @task(name="generate-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="generate-{env.name}")
-def generate_task(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskDag], seed: int, tasks_per_env: int,
-                  attempts_per_task: int, skip_ids: set[str], backend: str, batch_id: str | None, run_id: str) -> StageResult:
-    return generate_env(env, tools, dags, seed, tasks_per_env=tasks_per_env, attempts_per_task=attempts_per_task,
-                        client=client_for(backend), skip_ids=skip_ids, batch_id=batch_id, run_id=run_id)
+def generate_task(env: EnvironmentRecord, inp: stage.GenerateInputs, params: stage.GenerateParams, batch_id: str | None,
+                  run_id: str) -> StageResult:
+    return stage.run_one(env, inp, params, run_id, batch_id=batch_id)
 
 
 @flow(name="generate-tasks", flow_run_name="generate-seed{seed}-n{tasks_per_env}-env-{env}", log_prints=True, task_runner=stage_task_runner())
-def generate_tasks(
+def generate_flow(
     env: str | None = None,
     seed: int = 0,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
     tasks_per_env: int = 120,
     backend: str = "offline",
     max_envs: int | None = None,
     attempts_per_task: int = 4,
+    test_fraction: float = TEST_FRACTION,
+    warehouse: str | None = None,
+    batch_id: str | None = None,
 ) -> dict:
     """Instantiate each environment's DAGs into tasks with a gold final state.
 
     tasks_per_env: tasks wanted per environment; at most tasks_per_env * attempts_per_task instantiations are tried.
     backend: "offline" (template requests) or "openai" (the LLM rewrites each request; checked for leaks).
+    test_fraction: share of tasks held out for evaluation (the split comes from each task id's hash).
     """
-    logger = get_run_logger()
-    params = {"seed": seed, "env": env, "env_ids": [], "max_envs": max_envs, "tasks_per_env": tasks_per_env,
-              "attempts_per_task": attempts_per_task, "test_fraction": 0.1}
-    run = run_record("generate", batch_id, params)
-    inp = load_inputs(warehouse, "generate", env=env, max_envs=max_envs)
-    futures = [generate_task.submit(e, inp.tools.get(e.env_id, []), inp.dags.get(e.env_id, []), seed, tasks_per_env,
-                                    attempts_per_task, inp.existing_ids, backend, batch_id, run.run_id) for e in inp.envs]
-    results: list[StageResult] = []
-    for e, fut in zip(inp.envs, futures):
-        try:
-            results.append(fut.result())
-        except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
-            logger.error("generating tasks for %s failed: %s", e.name, exc)
+    params = stage.GenerateParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
+                                  attempts_per_task=attempts_per_task, test_fraction=test_fraction)
+    run = params.run_row(batch_id)
+    inp = stage.load(warehouse, params)
+    futures = [generate_task.submit(e, quote(inp.only(e)), params, batch_id, run.run_id) for e in inp.envs]
+    results: list[StageResult] = gather(inp.envs, futures, lambda e: f"generating tasks for {e.name}")
     counts = stage_counts(results, 0.0)
     persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}

@@ -1,38 +1,35 @@
-"""Stage 3 flow: tool graphs -> random walks -> merged sequences -> task DAGs (DESIGN.md stage 3).
+"""Stage 3 flow: tool graphs -> random walks -> merged sequences -> task DAGs.
 
-A thin recipe over :mod:`autoforge.tasks.stages`: read the environments, fan out one Prefect
+A thin recipe over :mod:`autoforge.pipeline.sample`: read the environments, fan out one Prefect
 task per environment (not per record: Prefect's per-task overhead stays a small share), persist
 everything in ONE transaction, and publish a table artifact with each environment's yield.
 """
 
 from __future__ import annotations
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import persist_stage, stage_task_runner
+from flows._common import gather, persist_stage, stage_task_runner
 
-from autoforge.tasks.stages import (SampleResult, client_for, finish, load_inputs, run_record, sample_counts,
-                                    sample_env)
+from autoforge.dags.sample import SampleResult, sample_counts
+from autoforge.pipeline import sample as stage
+from autoforge.pipeline.common import finish
 from autoforge.types import EnvironmentRecord, ToolCode
 
 
 @task(name="sample-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="sample-{env.name}")
-def sample_task(env: EnvironmentRecord, tools: list[ToolCode], seed: int, walks: int, merges: int, min_len: int,
-                max_len: int, start: str, dag_variants: int, backend: str, run_id: str) -> SampleResult:
-    return sample_env(env, tools, seed, walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
-                      dag_variants=dag_variants, client=client_for(backend), run_id=run_id)
+def sample_task(env: EnvironmentRecord, tools: list[ToolCode], params: stage.SampleParams, run_id: str) -> SampleResult:
+    return stage.run_one(env, tools, params, run_id)
 
 
 @flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True, task_runner=stage_task_runner())
-def sample_tool_sequences(
+def sample_flow(
     env: str | None = None,
     seed: int = 0,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
     tasks_per_env: int = 120,
     backend: str = "offline",
     max_envs: int | None = None,
@@ -42,6 +39,8 @@ def sample_tool_sequences(
     max_len: int = 5,
     start: str = "lookup",
     dag_variants: int = 2,
+    warehouse: str | None = None,
+    batch_id: str | None = None,
 ) -> dict:
     """Build each environment's tool graph, sample walks, merge pairs and turn them into DAGs.
 
@@ -52,21 +51,13 @@ def sample_tool_sequences(
     min_len / max_len / start: walk lengths and start rule (lookup | read | any), paper Sec. 3.2.
     dag_variants: DAGs per sequence (different reasoning choices).
     """
-    logger = get_run_logger()
-    n_walks = walks if walks is not None else max(40, tasks_per_env // 3)
-    n_merges = merges if merges is not None else n_walks
-    params = {"seed": seed, "env": env, "env_ids": [], "max_envs": max_envs, "walks": n_walks, "merges": n_merges,
-              "min_len": min_len, "max_len": max_len, "start": start, "dag_variants": dag_variants, "method": backend}
-    run = run_record("sample", batch_id, params)
-    inp = load_inputs(warehouse, "sample", env=env, max_envs=max_envs)
-    futures = [sample_task.submit(e, inp.tools.get(e.env_id, []), seed, n_walks, n_merges, min_len, max_len, start,
-                                  dag_variants, backend, run.run_id) for e in inp.envs]
-    results: list[SampleResult] = []
-    for e, fut in zip(inp.envs, futures):
-        try:
-            results.append(fut.result())
-        except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the batch
-            logger.error("sampling %s failed: %s", e.name, exc)
+    params = stage.SampleParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
+                                walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
+                                dag_variants=dag_variants)
+    run = params.run_row(batch_id)
+    inp = stage.load(warehouse, params)
+    futures = [sample_task.submit(e, inp.tools.get(e.env_id, []), params, run.run_id) for e in inp.envs]
+    results: list[SampleResult] = gather(inp.envs, futures, lambda e: f"sampling {e.name}")
     counts = sample_counts(results, 0.0)
     persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}

@@ -1,6 +1,7 @@
-"""Stage 7 flow: curated tasks -> SFT cold start -> ERPO -> before/after evaluation (DESIGN.md "ERPO").
+"""Stage 7 flow: curated tasks -> SFT cold start -> ERPO -> before/after evaluation
+(docs/design.md#stage-7-erpo-training).
 
-A thin recipe over :func:`autoforge.rl.run.run_training`, which reads curated tasks through
+A thin recipe over :func:`autoforge.pipeline.train.run_training`, which reads curated tasks through
 ``v_curated_tasks`` (train split trained on, test split held out), builds or loads the
 policy, trains, evaluates held-out pass^1 before and after, writes ``training_runs`` /
 ``training_steps`` rows and checkpoints (a re-run with the same config resumes). The flow
@@ -18,13 +19,13 @@ from prefect.artifacts import create_markdown_artifact, create_progress_artifact
     update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from autoforge.rl.run import as_config, run_training
+from autoforge.pipeline.train import run_training, train_config
 
 
 @task(name="train-policy", cache_policy=NO_CACHE, retries=0)
 def train_policy(warehouse: str | None, config: dict, out_dir: str | None, run_id: str | None) -> dict:
     logger = get_run_logger()
-    cfg = as_config(config)
+    cfg = train_config(config)
     progress_id = create_progress_artifact(progress=0.0, key="train-progress",
                                            description="SFT + ERPO optimizer steps done (%)")
     state = {"sft_total": 0, "last": -1.0}
@@ -52,7 +53,7 @@ def train_policy(warehouse: str | None, config: dict, out_dir: str | None, run_i
 
 
 @flow(name="train-erpo", flow_run_name="train-erpo", log_prints=True)
-def train_erpo(
+def train_flow(
     config: str | None = None,
     warehouse: str | None = None,
     overrides: dict | None = None,
@@ -67,9 +68,7 @@ def train_erpo(
     """
     from prefect.runtime import flow_run
 
-    cfg = as_config(config)
-    if overrides:
-        cfg = as_config({**cfg.model_dump(mode="json"), **overrides})
+    cfg = train_config(config, overrides)
     out = train_policy(warehouse, cfg.model_dump(mode="json"), out_dir, str(flow_run.get_id() or "") or None)
 
     png = Path(out["curve"])

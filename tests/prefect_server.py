@@ -8,7 +8,7 @@ SIGKILL). ``env()`` is the environment for client processes (workers, ``prefect 
 :func:`wait_for_run` drive a deployment the way the UI's "Run" button does.
 
 Stop workers and serve processes before the server (a worker ignored SIGTERM when both
-stopped together; STACK_NOTES "Prefect 3"). :func:`stop_process` does that for any
+stopped together, seen with Prefect 3). :func:`stop_process` does that for any
 subprocess started with ``start_new_session=True``.
 
 Measured here (2 shared cores): healthy in 7-15 s.

@@ -102,7 +102,7 @@ def test_serve_builds_runner_deployments_from_the_same_file():
     assert f.parameters["warehouse"] == "/tmp/x.duckdb" and f.parameters["max_envs"] == 2
     assert "nonexistent" not in f.parameters and "max_envs" not in deps["ingest"].parameters
     assert len(f.schedules) == 1 and f.schedules[0].schedule.cron == "0 2 * * *"
-    assert f.entrypoint == "flows.factory.factory"  # module path: runs from any directory
+    assert f.entrypoint == "flows.factory.factory_flow"  # module path: runs from any directory
     assert "autoforge" in f.tags and f.description
     no_sched = build_deployments(names=["factory"], schedules=False)[0]
     assert not no_sched.schedules

@@ -14,10 +14,10 @@ import pytest
 from test_synthesis_mockdomain import mock_specs, mock_toolset
 
 from autoforge.envs import naming as nm
+from autoforge.envs import prompts
 from autoforge.envs.runtime import Environment, run_tool_direct
 from autoforge.envs.sandbox import ArgBinder, check_source, load_tool, compile_tool
 from autoforge.envs.synthesis import smoke_arguments, synthesize_environment
-from autoforge.llm import prompts
 from autoforge.types import ToolCode, ToolSpec, content_id
 
 S = {"type": "string"}

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from autoforge.rollout import format_report, run_eval
+from autoforge.pipeline.evaluate import format_report, run_eval
 
 ENVS = ["banking", "library"]  # two bundled tool sets; the whole corpus is benchmarks' job
 
 
 @pytest.fixture(scope="module")
 def curated(tmp_path_factory):
-    from autoforge.envs.stage import run_synthesis
-    from autoforge.pipeline import run_ingest
-    from autoforge.tasks.stages import run_generate, run_sample, run_verify
+    from autoforge.pipeline import run_generate, run_ingest, run_sample, run_synthesis, run_verify
     from autoforge.warehouse import apply_migrations, query
 
     wh = str(tmp_path_factory.mktemp("curated") / "wh.duckdb")
@@ -39,18 +37,18 @@ def curated(tmp_path_factory):
 
 
 def test_oracle_solves_every_curated_task(curated):
-    s = run_eval(curated, "oracle", "offline", trials=1, concurrency=2)
+    s = run_eval(curated, agent="oracle", user="offline", trials=1, concurrency=2)
     assert s["success_rate"] >= 0.99, format_report(s, max_failures=50)
     assert s["n_tasks"] >= 10
 
 
 def test_random_agent_is_near_zero_on_curated_tasks(curated):
-    s = run_eval(curated, "random", "offline", trials=1, concurrency=2)
+    s = run_eval(curated, agent="random", user="offline", trials=1, concurrency=2)
     assert s["success_rate"] <= 0.05, format_report(s)
 
 
 def test_rule_judge_with_20_percent_user_errors_on_curated_tasks(curated):
-    s = run_eval(curated, "oracle", "offline", trials=4, concurrency=2, user_error_rate=0.2, seed=11)
+    s = run_eval(curated, agent="oracle", user="offline", trials=4, concurrency=2, user_error_rate=0.2, seed=11)
     j = s["judge"]
     assert s["n_user_errors"] >= 5
     assert j["precision"] >= 0.95 and j["recall"] >= 0.95, (j, format_report(s))

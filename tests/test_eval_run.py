@@ -9,7 +9,8 @@ import pytest
 from test_rollout_support import local_env_factory, make_env, make_tools, tasks_and_dags
 
 from autoforge.errors import ConfigError
-from autoforge.rollout import AGENT_NAMES, USER_NAMES, format_report, run_eval
+from autoforge.pipeline import evaluate as stage
+from autoforge.pipeline.evaluate import AGENT_NAMES, USER_NAMES, EvalParams, format_report, run_eval
 from autoforge.types import Episode, EvalResult
 from autoforge.warehouse import query, read_records, write_records
 
@@ -23,7 +24,7 @@ def wh(warehouse):
 
 
 def test_oracle_eval_stores_episodes_results_and_the_view(wh):
-    s = run_eval(wh, "oracle", "offline", trials=2, concurrency=2, env_factory=local_env_factory)
+    s = run_eval(wh, agent="oracle", user="offline", trials=2, concurrency=2, env_factory=local_env_factory)
     assert s["n_tasks"] == 3 and s["n_episodes"] == 6 and s["success_rate"] == 1.0 and s["failures"] == []
     by = {(r["env_id"], r["k"]): r for r in s["results"]}
     assert set(by) == {("env_mock_shop", 1), ("env_mock_shop", 2), (None, 1), (None, 2)}
@@ -41,33 +42,50 @@ def test_oracle_eval_stores_episodes_results_and_the_view(wh):
     runs = query(wh, "SELECT stage, status, counts FROM runs WHERE run_id = :r", {"r": s["run_id"]})
     assert runs[0]["stage"] == "eval" and runs[0]["status"] == "completed"
     # re-running the same evaluation upserts: no duplicate rows
-    run_eval(wh, "oracle", "offline", trials=2, concurrency=2, env_factory=local_env_factory)
+    run_eval(wh, agent="oracle", user="offline", trials=2, concurrency=2, env_factory=local_env_factory)
     assert len(read_records(wh, EvalResult, where="eval_id = :e", params={"e": s["eval_id"]})) == 4
     text = format_report(s)
     assert "(overall)" in text and "pass^k" in text
 
 
 def test_split_env_and_limit_filters(wh):
-    s = run_eval(wh, "oracle", "offline", split="test", env_factory=local_env_factory, concurrency=1)
+    s = run_eval(wh, agent="oracle", user="offline", split="test", env_factory=local_env_factory, concurrency=1)
     assert s["n_tasks"] == 2
-    s = run_eval(wh, "oracle", "offline", split="train", env="mock_shop", env_factory=local_env_factory)
+    s = run_eval(wh, agent="oracle", user="offline", split="train", env="mock_shop", env_factory=local_env_factory)
     assert s["n_tasks"] == 1
-    s = run_eval(wh, "oracle", "offline", limit=1, env_factory=local_env_factory)
+    s = run_eval(wh, agent="oracle", user="offline", limit=1, env_factory=local_env_factory)
     assert s["n_tasks"] == 1
     with pytest.raises(ConfigError, match="no curated tasks"):
-        run_eval(wh, "oracle", "offline", env="no_such_env", env_factory=local_env_factory)
+        run_eval(wh, agent="oracle", user="offline", env="no_such_env", env_factory=local_env_factory)
     with pytest.raises(ConfigError, match="split"):
-        run_eval(wh, "oracle", "offline", split="dev", env_factory=local_env_factory)
+        run_eval(wh, agent="oracle", user="offline", split="dev", env_factory=local_env_factory)
+
+
+def test_one_params_model_for_the_library_the_flow_and_the_cli(wh):
+    import inspect
+
+    from flows.evaluate import evaluate_flow
+
+    assert set(inspect.signature(evaluate_flow.fn).parameters) - {"warehouse"} <= set(EvalParams.model_fields)
+    s = stage.run(wh, EvalParams(limit=1), env_factory=local_env_factory)
+    assert s["n_tasks"] == 1 and s["agent"] == "oracle"
+    for bad, match in (({"trials": 0}, "trials"), ({"concurrency": 0}, "concurrency"), ({"limit": 0}, "limit"),
+                       ({"user_error_rate": 1.5}, "within"), ({"max_turns": 0}, "max_turns")):
+        with pytest.raises(ConfigError, match=match):
+            stage.run(wh, EvalParams(**bad), env_factory=local_env_factory)
+    with pytest.raises(ConfigError, match="no curated tasks.*autoforge factory"):
+        run_eval(wh, env="no_such_env", env_factory=local_env_factory)
 
 
 def test_random_agent_is_near_zero(wh):
-    s = run_eval(wh, "random", "offline", trials=5, env_factory=local_env_factory)
+    s = run_eval(wh, agent="random", user="offline", trials=5, env_factory=local_env_factory)
     assert s["success_rate"] <= 0.1
     assert len(s["failures"]) >= 14
 
 
 def test_injected_errors_and_judge_are_reported(wh):
-    s = run_eval(wh, "oracle", "offline", trials=8, user_error_rate=0.5, seed=3, env_factory=local_env_factory)
+    s = run_eval(wh, agent="oracle", user="offline", trials=8, user_error_rate=0.5, seed=3,
+                 env_factory=local_env_factory)
     assert s["user_sim"].startswith("offline[wrong_fact=")
     j = s["judge"]
     assert j["tp"] == s["n_user_errors"] > 0 and j["fp"] == 0
@@ -95,7 +113,7 @@ class _Flaky:
 
 
 def test_a_crash_in_one_episode_is_recorded_and_the_run_goes_on(wh):
-    s = run_eval(wh, "oracle", "offline", trials=4, concurrency=3, env_factory=_Flaky())
+    s = run_eval(wh, agent="oracle", user="offline", trials=4, concurrency=3, env_factory=_Flaky())
     assert s["n_episodes"] == 12
     crashed = [f for f in s["failures"] if f["termination"] == "env_error"]
     assert crashed and all(f["reward"] is None for f in crashed)
@@ -108,17 +126,17 @@ def test_a_crash_in_one_episode_is_recorded_and_the_run_goes_on(wh):
 
 
 def test_real_sandbox_runtime_with_concurrency(wh):
-    s = run_eval(wh, "oracle", "offline", trials=2, concurrency=3)  # default env factory: autoforge.envs.runtime
+    s = run_eval(wh, agent="oracle", user="offline", trials=2, concurrency=3)  # default env factory: the runtime
     assert s["success_rate"] == 1.0, s["failures"]
 
 
 def test_unknown_names_list_the_valid_ones(wh):
     with pytest.raises(ConfigError, match="valid agents: oracle, random"):
-        run_eval(wh, "gpt", "offline")
+        run_eval(wh, agent="gpt", user="offline")
     with pytest.raises(ConfigError, match="valid users: offline"):
-        run_eval(wh, "oracle", "human")
+        run_eval(wh, agent="oracle", user="human")
     with pytest.raises(ConfigError, match="valid judges"):
-        run_eval(wh, "oracle", "offline", judge="vibes")
+        run_eval(wh, agent="oracle", user="offline", judge="vibes")
     assert "oracle" in AGENT_NAMES and "offline" in USER_NAMES
 
 
@@ -141,7 +159,8 @@ def test_online_agent_user_and_judge_through_the_stub_server(wh):
     with StubOpenAIServer(default=respond) as srv:
         settings = Settings(openai_base_url=srv.base_url, openai_api_key="k", openai_model="stub-model",
                             llm_max_retries=0)
-        s = run_eval(wh, "openai", "llm", judge="llm", settings=settings, env_factory=local_env_factory, concurrency=2)
+        s = run_eval(wh, agent="openai", user="llm", judge="llm", settings=settings, env_factory=local_env_factory,
+                     concurrency=2)
     assert s["agent"] == "openai:stub-model" and s["user_sim"] == "llm:stub-model"
     assert s["n_episodes"] == 3 and s["success_rate"] == 0.0  # a read is not the requested change
     assert s["terminations"] == {"user_stop": 3} and s["judge"]["fp"] == 0 and s["judge"]["judge"] == "llm:stub-model"

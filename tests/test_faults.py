@@ -63,7 +63,7 @@ def _install_pause(point: str, marker: Path) -> None:
         time.sleep(600)  # the test SIGKILLs us here
 
     if point == "generate":  # mid-stage: sample is stored, generate has read its inputs and started
-        import autoforge.tasks.stages as stages
+        import autoforge.pipeline.generate as stages
 
         original = stages.generate_env
         calls = {"n": 0}
@@ -270,7 +270,7 @@ def _request_key(body: dict) -> str:
 def test_model_server_faults_are_retried_then_recorded_and_the_run_reports_a_partial_yield(tmp_path):
     from stub_openai_server import StubOpenAIServer, error, json_reply, malformed, reply, slow
 
-    from autoforge.envs.stage import run_synthesis
+    from autoforge.pipeline import run_synthesis
     from autoforge.pipeline import run_ingest
     from autoforge.settings import get_settings
     from autoforge.warehouse import query
@@ -374,7 +374,7 @@ def _init(path: Path) -> bool:
 
 
 def test_stage_on_a_missing_or_empty_warehouse_says_what_to_run_first(tmp_path):
-    from autoforge.envs.stage import run_synthesis
+    from autoforge.pipeline import run_synthesis
 
     with pytest.raises(AutoforgeError, match="does not exist"):
         run_synthesis(str(tmp_path / "missing.duckdb"))

@@ -25,9 +25,9 @@ def counts(warehouse: str) -> dict[str, int]:
 def test_ingest_bundled_flow_writes_warehouse_and_artifact(prefect_harness, warehouse):
     from prefect.client.orchestration import get_client
 
-    from flows.ingest import ingest_tool_docs
+    from flows.ingest import ingest_flow
 
-    summary = ingest_tool_docs(bundled=True, warehouse=warehouse)
+    summary = ingest_flow(bundled=True, warehouse=warehouse)
     assert summary["toolsets"] and len(summary["toolsets"]) >= 10
     assert summary["rejected"] == 0 and summary["errors"] == []
     assert sum(r["tools"] for r in summary["toolsets"]) == summary["tools"]
@@ -35,7 +35,7 @@ def test_ingest_bundled_flow_writes_warehouse_and_artifact(prefect_harness, ware
     assert first["toolsets"] == len(summary["toolsets"]) and first["tool_specs"] == summary["tools"]
     assert first["runs"] == 1
 
-    again = ingest_tool_docs(bundled=True, warehouse=warehouse)
+    again = ingest_flow(bundled=True, warehouse=warehouse)
     assert again["run_id"] == summary["run_id"]
     assert counts(warehouse) == first  # content-hash ids: re-running upserts, never duplicates
 
@@ -56,13 +56,13 @@ def test_ingest_bundled_flow_writes_warehouse_and_artifact(prefect_harness, ware
 
 def test_ingest_flow_records_rejections_and_keeps_good_docs(prefect_harness, warehouse, tmp_path):
     from autoforge.warehouse import query
-    from flows.ingest import ingest_tool_docs
+    from flows.ingest import ingest_flow
 
     folder = tmp_path / "shop"
     folder.mkdir()
     (folder / "good.json").write_text(json.dumps([{"name": "get_order", "parameters": {"properties": {"order_id": {"type": "string"}}}}]))
     (folder / "bad.json").write_text('{"name": "cancel_order", "parameters": {"$ref": "#/$defs/Nope"}}')
-    summary = ingest_tool_docs(paths=[str(folder)], warehouse=warehouse, batch_id="batch_test")
+    summary = ingest_flow(paths=[str(folder)], warehouse=warehouse, batch_id="batch_test")
     assert summary["tools"] == 1 and summary["rejected"] == 1
     assert "unresolvable $ref" in summary["errors"][0] and "bad.json" in summary["errors"][0]
     rows = query(warehouse, "SELECT status, error FROM tool_docs ORDER BY path")
@@ -75,7 +75,7 @@ def test_ingest_flow_records_rejections_and_keeps_good_docs(prefect_harness, war
 
 def test_ingest_flow_without_input_is_a_config_error(prefect_harness):
     from autoforge.errors import ConfigError
-    from flows.ingest import ingest_tool_docs
+    from flows.ingest import ingest_flow
 
     with pytest.raises(ConfigError):
-        ingest_tool_docs()
+        ingest_flow()

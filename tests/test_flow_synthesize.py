@@ -19,10 +19,10 @@ def test_synthesize_flow_fans_out_and_persists_once(prefect_harness, warehouse):
 
     from autoforge.pipeline import run_ingest
     from autoforge.warehouse import query
-    from flows.synthesize import synthesize_environments
+    from flows.synthesize import synthesize_flow
 
     run_ingest(warehouse, bundled=True)
-    out = synthesize_environments(warehouse=warehouse, max_envs=3)
+    out = synthesize_flow(warehouse=warehouse, max_envs=3)
     assert len(out["environments"]) == 3 and out["counts"]["environments"] == 3
     assert out["written"]["environments"] == 3 and out["written"]["runs"] == 1
     assert query(warehouse, "SELECT count(*) AS n FROM v_environments")[0]["n"] == 3

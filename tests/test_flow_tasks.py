@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import dags_mock as m
-from autoforge.tasks.stages import run_generate, run_sample, run_verify
+from autoforge.pipeline import run_generate, run_sample, run_verify
 from autoforge.warehouse.store import query, read_records, write_records
 from autoforge.types import Task
 
@@ -91,12 +91,12 @@ def test_library_never_imports_prefect():
 
 
 def test_prefect_flows_chain(prefect_harness, shop):
-    from flows.generate import generate_tasks
-    from flows.sample import sample_tool_sequences
-    from flows.verify import verify_tasks
+    from flows.generate import generate_flow
+    from flows.sample import sample_flow
+    from flows.verify import verify_flow
 
-    s = sample_tool_sequences(seed=2, warehouse=shop, tasks_per_env=15, walks=12, merges=12)
-    g = generate_tasks(seed=2, warehouse=shop, tasks_per_env=15)
-    v = verify_tasks(warehouse=shop)
+    s = sample_flow(seed=2, warehouse=shop, tasks_per_env=15, walks=12, merges=12)
+    g = generate_flow(seed=2, warehouse=shop, tasks_per_env=15)
+    v = verify_flow(warehouse=shop)
     assert s["out"] > 0 and g["tasks"] == 15 and v["in"] == 15 and v["verified"] >= 13
     assert query(shop, "SELECT count(*) n FROM v_curated_tasks")[0]["n"] == v["verified"]

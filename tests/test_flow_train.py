@@ -1,4 +1,5 @@
-"""The train_erpo Prefect flow: a thin recipe over run_training that publishes the curve and the table."""
+"""The train-erpo Prefect flow (flows/train.py:train_flow): a thin recipe over run_training that
+publishes the curve and the table."""
 
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ def wh(tmp_path_factory) -> str:
     return path
 
 
-def test_train_erpo_flow_publishes_curve_and_table(prefect_harness, wh, tmp_path):
+def test_train_flow_publishes_curve_and_table(prefect_harness, wh, tmp_path):
     from prefect.client.orchestration import get_client
 
     from autoforge.rl.config import TrainConfig
-    from flows.train import train_erpo
+    from flows.train import train_flow
 
     cfg = TrainConfig(tiny_vocab_size=600, tiny_hidden_size=32, tiny_num_layers=2, tiny_num_heads=2, device="cpu",
                       max_tool_calls=3, prompt_tools="used", max_train_tasks=4, max_eval_tasks=2, tasks_per_batch=2,
@@ -30,7 +31,7 @@ def test_train_erpo_flow_publishes_curve_and_table(prefect_harness, wh, tmp_path
                       sft_epochs=1, sft_batch_size=4, sft_max_examples=4, eval_at=["start", "end"],
                       checkpoint_dir=str(tmp_path / "ckpt"), rollout_concurrency=4, torch_threads=1)
     path = cfg.to_file(tmp_path / "train.yaml")
-    out = train_erpo(config=str(path), warehouse=wh, overrides={"user_error_rate": 0.2})
+    out = train_flow(config=str(path), warehouse=wh, overrides={"user_error_rate": 0.2})
     assert out["table"][0]["point"] == "before training" and out["table"][-1]["point"] == "after ERPO"
     row = query(wh, "SELECT status, config FROM training_runs WHERE train_run_id = :r", {"r": out["train_run_id"]})[0]
     stored = json.loads(row["config"]) if isinstance(row["config"], str) else row["config"]

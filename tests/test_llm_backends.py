@@ -160,6 +160,7 @@ def test_records_round_trip_through_the_warehouse_and_feed_the_cache(tmp_path):
     from stub_openai_server import StubOpenAIServer, json_reply, reply
 
     from autoforge.llm import MemoryRecorder
+    from autoforge.pipeline.llm_cache import load_llm_cache
     from autoforge.types import LLMCall
     from autoforge.warehouse import read_records, write_records
 
@@ -178,7 +179,7 @@ def test_records_round_trip_through_the_warehouse_and_feed_the_cache(tmp_path):
     assert all(c.run_id == "run_1" and c.tokens_in == 11 for c in stored)
     with StubOpenAIServer() as srv2:
         rec2 = MemoryRecorder()
-        client2 = OpenAIClient(srv2.base_url, "k", "m", recorder=rec2, cache=WarehouseCache.load(wh, model="m"))
+        client2 = OpenAIClient(srv2.base_url, "k", "m", recorder=rec2, cache=load_llm_cache(wh, model="m"))
         assert client2.structured("step", msgs, M) == M(x=7)
         assert client2.chat("user_sim", msgs).content == "hello"
         assert srv2.n_requests == 0

@@ -9,7 +9,9 @@ from stub_openai_server import StubOpenAIServer, json_reply
 
 from autoforge.llm import MemoryRecorder, get_client
 from autoforge.settings import get_settings
-from autoforge.tasks.stages import persist, run_record, sample_env
+from autoforge.dags.sample import sample_env
+from autoforge.pipeline.common import persist
+from autoforge.types import Run
 from autoforge.warehouse import query
 
 
@@ -23,7 +25,7 @@ def test_sample_stage_with_llm_edges_records_calls(warehouse):
     with StubOpenAIServer(default=_judge_all_valid) as srv:
         settings = get_settings(openai_base_url=srv.base_url, openai_model="stub-model")
         client = get_client(settings, backend="openai", recorder=MemoryRecorder(), backoff_base_s=0.001)
-        run = run_record("sample", None, {"test": "llm-recording"})
+        run = Run.make("sample", {"test": "llm-recording"})
         res = sample_env(make_env(), make_tools(), 0, walks=10, merges=5, client=client, run_id=run.run_id)
         assert srv.n_requests >= 1
     assert res.graph.method.startswith("openai") and res.graph.edges

@@ -10,7 +10,7 @@ import torch
 from autoforge.errors import ConfigError
 from autoforge.rl.erpo import advantages_with_info, compute_advantages, erpo_loss, token_entropy, token_logprobs
 
-# DESIGN.md worked example. Env A: task a1 valid rewards [1,0,0,1]; task a2 [1,1,0] plus one masked rollout.
+# docs/design.md#worked-example. Env A: task a1 valid rewards [1,0,0,1]; task a2 [1,1,0] plus one masked rollout.
 REWARDS = [1, 0, 0, 1, 1, 1, 0, 0]
 TASKS = ["a1"] * 4 + ["a2"] * 4
 ENVS = ["A"] * 8

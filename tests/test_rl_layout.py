@@ -11,10 +11,10 @@ import pytest
 from test_rollout_support import local_env_factory, make_tools, tasks_and_dags
 
 from autoforge.rl import chat
+from autoforge.rl.agent import HFAgent, episode_to_trajectory
 from autoforge.rl.policy import build_tiny_policy, encode_episode, load_policy
 from autoforge.rollout.agents import OracleAgent
 from autoforge.rollout.engine import run_episode
-from autoforge.rollout.hf_agent import HFAgent, episode_to_trajectory
 from autoforge.rollout.toolcalls import tool_schemas
 from autoforge.rollout.users import OfflineUser
 

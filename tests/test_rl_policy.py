@@ -44,7 +44,7 @@ def test_build_save_reload_offline(tmp_path, monkeypatch):
     d = build_tiny_policy(tmp_path / "p", CORPUS, vocab_size=600)
     assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in d.iterdir()}
     cfg = json.loads((d / "config.json").read_text())
-    assert cfg["model_type"] == "llama"  # not qwen2: AutoTokenizer would swap the tokenizer (STACK_NOTES)
+    assert cfg["model_type"] == "llama"  # not qwen2: AutoTokenizer would swap the tokenizer (docs/design.md#default-policy)
     pol = load_policy(d, device="cpu")
     assert 1_000_000 <= count_parameters(pol.model) <= 5_000_000  # default size: ~2M
     # reload twice gives identical weights (saved, not re-initialised)

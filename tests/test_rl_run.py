@@ -11,8 +11,8 @@ import torch
 
 from autoforge.errors import ConfigError
 from autoforge.rl.config import TrainConfig
-from autoforge.rl.data import gold_episodes, load_curated, sft_examples
-from autoforge.rl.run import run_training
+from autoforge.pipeline.train import load_curated, run_training
+from autoforge.rl.data import gold_episodes, sft_examples
 from autoforge.rl.trainer import policy_from_config, train
 from autoforge.warehouse import query
 
@@ -84,8 +84,8 @@ def test_gold_replays_become_agent_only_sft_examples(wh, tmp_path):
 
 
 def test_two_erpo_steps_through_the_real_episode_engine(wh, tmp_path):
+    from autoforge.rl.agent import make_rollout_fn
     from autoforge.rollout.engine import EpisodeConfig
-    from autoforge.rollout.hf_agent import make_rollout_fn
     from autoforge.rollout.judge import RuleJudge
     from autoforge.rollout.users import ErrorRates
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoforge.envs.stage import run_synthesis
+from autoforge.pipeline import run_synthesis
 from autoforge.errors import ConfigError
 from autoforge.pipeline import run_ingest
 from autoforge.warehouse import query

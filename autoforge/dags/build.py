@@ -33,7 +33,7 @@ from typing import Any, Iterable
 import networkx as nx
 
 from autoforge.dags.aggregates import ListSource, countable, list_sources, sum_fields
-from autoforge.dags.graph import PERSON, _types, is_key_param, key_fields, output_paths, param_schemas, required_params
+from autoforge.dags.graph import PERSON, is_key_param, key_fields, output_paths, param_schemas, required_params, value_types
 from autoforge.dags.reasoning import OPS, get_op
 from autoforge.dags.sequences import is_lookup
 from autoforge.errors import AutoforgeError
@@ -340,7 +340,7 @@ class _Builder:
             for p in sorted(params, key=lambda x: (not is_key_param(x, self.keys), x)):
                 src = self.bind(p, name, req) if is_key_param(p, self.keys) else None
                 if src is None and tool.effect == "write" and not is_key_param(p, self.keys):
-                    types = _types(schemas.get(p, {}))
+                    types = value_types(schemas.get(p, {}))
                     src = self.aggregate(p, types, req) or self.derived(tool, p, types, args, req)
                 if src is None:
                     data_param = tool.effect == "write" and not is_key_param(p, self.keys)

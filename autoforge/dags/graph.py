@@ -39,7 +39,7 @@ PERSON = {"user", "customer", "member", "patient", "employee", "passenger", "gue
 # --------------------------------------------------------------------------- schema helpers
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
+def value_types(schema: dict[str, Any]) -> set[str]:
     t = schema.get("type")
     if isinstance(t, list):
         return {x for x in t if x != "null"}
@@ -47,7 +47,7 @@ def _types(schema: dict[str, Any]) -> set[str]:
         return {t}
     for alt in schema.get("anyOf", []) + schema.get("oneOf", []):
         if isinstance(alt, dict):
-            return _types(alt)
+            return value_types(alt)
     return set()
 
 
@@ -61,18 +61,18 @@ def output_paths(schema: dict[str, Any] | None, prefix: str = "", depth: int = 0
     out: dict[str, set[str]] = {}
     if not isinstance(schema, dict) or depth > 4:
         return out
-    types = _types(schema)
+    types = value_types(schema)
     props = schema.get("properties")
     if isinstance(props, dict) and ("object" in types or not types):
         for name, sub in props.items():
             path = f"{prefix}.{name}" if prefix else name
             sub = sub if isinstance(sub, dict) else {}
-            out[path] = _types(sub) or {"unknown"}
+            out[path] = value_types(sub) or {"unknown"}
             out.update(output_paths(sub, path, depth + 1))
     elif "array" in types and isinstance(schema.get("items"), dict):
         path = f"{prefix}.*" if prefix else "*"
         sub = schema["items"]
-        out[path] = _types(sub) or {"unknown"}
+        out[path] = value_types(sub) or {"unknown"}
         out.update(output_paths(sub, path, depth + 1))
     return out
 
@@ -125,7 +125,7 @@ def candidate_bindings(src: ToolCode, dst: ToolCode, keys: set[str], *, keys_onl
         if keys_only and not is_key_param(param, keys):
             continue
         for path, types in sorted(paths.items()):
-            if leaf(path) == param and types - {"object", "array"} and _compatible(types, _types(pschema)):
+            if leaf(path) == param and types - {"object", "array"} and _compatible(types, value_types(pschema)):
                 out.append(Binding(output_path=path, param=param))
     return out
 

@@ -4,7 +4,7 @@ Paper (arXiv 2512.22857, Sec. 3.2): random walks on the tool graph give "thousan
 sequences; to make multi-requirement tasks, two sequences are combined and "an LLM removes
 redundant tools" (e.g. ``find_id_by_name`` and ``find_id_by_email`` both resolving the same
 user: keep one). The paper leaves walk lengths, start nodes and pair choice open; our
-defaults (PAPER_NOTES.md Sec. 2.2, 7) are documented on each function.
+defaults (ours; docs/paper_notes.md#random-walks says what the paper leaves open, docs/design.md#stage-3-tool-graph-walks-and-dags lists them) are documented on each function.
 
 A sequence is only useful if it changes state (reward compares final states), so walks
 keep only sequences holding a write tool, and reads after the last write are cut off
@@ -59,7 +59,7 @@ def random_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int,
                  max_attempts: int | None = None) -> list[ToolSequence]:
     """Up to ``n`` distinct walks, each of ``min_len..max_len`` tools, ending in a write.
 
-    Defaults (PAPER_NOTES.md Sec. 2.2): start uniformly among ``start`` tools, the next tool
+    Defaults (ours, docs/design.md#stage-3-tool-graph-walks-and-dags): start uniformly among ``start`` tools, the next tool
     uniformly among out-neighbours not yet visited, target length uniform in
     [min_len, max_len], stop early at a sink; then cut reads after the last write. A walk
     with no write or shorter than ``min_len`` is dropped; identical sequences are kept once.

@@ -25,7 +25,8 @@ from collections import Counter
 from typing import Any
 
 from autoforge.envs import naming as nm
-from autoforge.envs.schema_offline import ROLE_PREFIXES, _props, _unwrap, id_pattern
+from autoforge.envs.schema_offline import ROLE_PREFIXES, id_pattern
+from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import ToolSpec
 
 # Last words of a name that say "this is an identifier of the words before me".
@@ -37,8 +38,8 @@ NOT_ENTITIES = {"tracking", "serial", "confirmation", "reference", "external", "
 
 
 def _pattern_of(schema: Any) -> tuple[str, int] | None:
-    s = _unwrap(schema) if isinstance(schema, dict) else {}
-    return id_pattern(s) or (id_pattern(_unwrap(s.get("items"))) if isinstance(s.get("items"), dict) else None)
+    s = unwrap(schema) if isinstance(schema, dict) else {}
+    return id_pattern(s) or (id_pattern(unwrap(s.get("items"))) if isinstance(s.get("items"), dict) else None)
 
 
 def _strip_role(base: str) -> str:
@@ -77,10 +78,10 @@ def _tool_entity(name: str) -> str | None:
 
 def _walk(schema: Any, depth: int = 0):
     """Every ``(snake name, schema)`` of an object property, at any depth."""
-    s = _unwrap(schema) if isinstance(schema, dict) else {}
+    s = unwrap(schema) if isinstance(schema, dict) else {}
     if depth > 6:
         return
-    for k, v in _props(s).items():
+    for k, v in props(s).items():
         yield nm.snake(k) or k, v
         yield from _walk(v, depth + 1)
     if isinstance(s.get("items"), dict):
@@ -101,7 +102,7 @@ def pattern_entities(specs: list[ToolSpec]) -> dict[tuple[str, int], str]:
                 if ent:
                     box[ent] += 2 if (id_word or sp.endswith(("_id", "_ids"))) else 1
     for spec in specs:  # a tool taking one id of a pattern is about that pattern's entity
-        pats = [p for p in (_pattern_of(v) for v in _props(spec.parameters).values()) if p]
+        pats = [p for p in (_pattern_of(v) for v in props(spec.parameters).values()) if p]
         ent = _tool_entity(spec.name)
         if len(pats) == 1 and ent:
             votes.setdefault(pats[0], Counter())[ent] += 1
@@ -114,7 +115,7 @@ def canonical_name(name: str, schema: Any, entities: dict[tuple[str, int], str])
     pat = _pattern_of(schema)
     if pat is None or sp.endswith(("_id", "_ids")) or sp == "id":
         return sp
-    many = (_unwrap(schema) if isinstance(schema, dict) else {}).get("type") == "array" or (
+    many = (unwrap(schema) if isinstance(schema, dict) else {}).get("type") == "array" or (
         sp.split("_")[-1] in ID_WORDS and sp.endswith("s"))
     suffix = "_ids" if many else "_id"
     ent, id_word = _name_entity(sp)
@@ -128,16 +129,16 @@ def canonical_name(name: str, schema: Any, entities: dict[tuple[str, int], str])
 
 def _rename_object(schema: dict, entities: dict, deep: bool) -> tuple[dict, dict[str, str]]:
     """``schema`` with canonical property names (and ``required``), and public -> canonical."""
-    props = _props(schema)
-    if not props:
+    properties = props(schema)
+    if not properties:
         return schema, {}
     renames: dict[str, str] = {}
     used: set[str] = set()
-    for k, v in props.items():  # names already canonical keep them; the others avoid them
+    for k, v in properties.items():  # names already canonical keep them; the others avoid them
         c = canonical_name(k, v, entities)
         if c == k:
             used.add(c)
-    for k, v in props.items():
+    for k, v in properties.items():
         c = canonical_name(k, v, entities)
         if c != k:
             base, n = c, 2
@@ -146,7 +147,7 @@ def _rename_object(schema: dict, entities: dict, deep: bool) -> tuple[dict, dict
             used.add(c)
         renames[k] = c
     new_props = {}
-    for k, v in props.items():
+    for k, v in properties.items():
         new_props[renames[k]] = canonical_schema(v, entities) if deep else v
     out = {**schema, "properties": new_props}
     if isinstance(schema.get("required"), list):
@@ -158,8 +159,8 @@ def canonical_schema(schema: Any, entities: dict, depth: int = 0) -> Any:
     """An output schema with canonical property names at every depth."""
     if not isinstance(schema, dict) or depth > 8:
         return schema
-    s = _unwrap(schema)
-    if _props(s):
+    s = unwrap(schema)
+    if props(s):
         out, _ = _rename_object(s, entities, deep=True)
         return out
     if isinstance(s.get("items"), dict):

@@ -24,3 +24,10 @@ class EnvLike(Protocol):
 
 EnvFactory = Callable[[list[ToolCode]], EnvLike]
 """Builds an environment over a tool set's accepted tool code."""
+
+
+def default_env_factory(tools: list[ToolCode]) -> EnvLike:
+    """The sandboxed runtime (:class:`autoforge.envs.runtime.Environment`) over the tool code."""
+    from autoforge.envs.runtime import Environment  # the worker pool starts only when an environment is made
+
+    return Environment(tools)

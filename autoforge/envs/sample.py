@@ -21,7 +21,8 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from autoforge.envs import naming as nm
-from autoforge.envs.schema_offline import ID_PATTERN, _json_type, _unwrap, id_param_entity, list_filter_field
+from autoforge.envs.schema_offline import ID_PATTERN, id_param_entity, list_filter_field
+from autoforge.tooldocs.schema import json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
 
 N_RECORDS = 4  # records per collection: enough for filters to select a subset, small enough to read
@@ -78,12 +79,12 @@ def field_value(f: FieldSpec, coll: CollectionSpec, i: int, ids: dict[str, list[
 
 def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: CollectionSpec | None = None) -> Any:
     """A realistic value for a JSON Schema (enum, const, pattern, minimum, nested objects and arrays)."""
-    schema = _unwrap(schema) if isinstance(schema, dict) else {}
+    schema = unwrap(schema) if isinstance(schema, dict) else {}
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
         return schema["enum"][i % len(schema["enum"])]
-    typ = _json_type(schema)
+    typ = json_type(schema)
     e = id_param_entity(name) if name else None
     if e and typ == "string" and ids.get(nm.plural(e)):
         pool = ids[nm.plural(e)]
@@ -322,7 +323,7 @@ def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[st
 # --------------------------------------------------------------------------- smoke arguments
 
 
-def _collection_for(param: str, schema: StateSchema, main: str | None) -> CollectionSpec | None:
+def collection_for(param: str, schema: StateSchema, main: str | None) -> CollectionSpec | None:
     """The collection an id parameter points at (by name, or via a referencing field of that name)."""
     e = id_param_entity(param)
     if e is None and nm.snake(param) == "id" and main:
@@ -372,7 +373,7 @@ def _from_state(p, ps, state, schema, main_coll, main_rec, used_ids, idx) -> tup
         if main_rec is not None and nm.snake(p) in main_rec and main_rec[nm.snake(p)] in ps["enum"]:
             return main_rec[nm.snake(p)], True
         return ps["enum"][0], True
-    coll = _collection_for(p, schema, main_coll.name if main_coll else None)
+    coll = collection_for(p, schema, main_coll.name if main_coll else None)
     if coll is not None and state.get(coll.name):
         keys = sorted(state[coll.name])
         if typ == "array":

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.envs import naming as nm
+from autoforge.tooldocs.schema import json_type, props, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSet, ToolSpec
 
 READ_KINDS = {"lookup", "get", "list"}
@@ -100,10 +101,6 @@ def _segments(rest: list[str]) -> tuple[list[str], dict[str, list[str]]]:
     return head, segs
 
 
-def _props(schema: dict | None) -> dict[str, Any]:
-    return (schema or {}).get("properties") or {}
-
-
 def _amount_param(params: dict) -> str | None:
     for p in params:
         if nm.snake(p) in AMOUNT_PARAMS or nm.snake(p).endswith("_amount"):
@@ -114,7 +111,7 @@ def _amount_param(params: dict) -> str | None:
 def output_keys(schema: dict | None, aliases: dict[str, str] | None = None) -> list[str]:
     """Entities whose id the top level of an output schema carries, in the documented order."""
     out = []
-    for k in _props(_unwrap(schema)):
+    for k in props(unwrap(schema)):
         e = id_param_entity(k, aliases) if nm.snake(k).endswith("_id") else None
         if e and e not in out:
             out.append(e)
@@ -149,7 +146,7 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     aliases = aliases or {}
     verb, rest = nm.verb_of(spec.name)
     head, segs = _segments(rest)
-    params = _props(spec.parameters)
+    params = props(spec.parameters)
     id_ents = {p: id_param_entity(p, aliases) for p in params if id_param_entity(p, aliases)}
     head_has_id = bool(head) and head[-1] in {"id", "ids"}
     while head and head[-1] in nm.NAME_SUFFIXES:
@@ -182,7 +179,7 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     if not pk_given and changes_one and spec.effect != "read" and id_ents and not segs.get("to") and not creates:
         # check_in_patient(appointment_id): the record that changes is the one whose id is given;
         # prefer the id the output schema is keyed by
-        out_props = _props(_unwrap(spec.output_schema))
+        out_props = props(unwrap(spec.output_schema))
         single = [e for p, e in id_ents.items() if not p.endswith("_ids")]
         keyed = [e for e in single if f"{e}_id" in out_props]
         if keyed or single:
@@ -276,7 +273,7 @@ class _Coll:
         if not name:
             return
         schema = schema or {}
-        typ = _json_type(schema)
+        typ = json_type(schema)
         enum = schema.get("enum")
         fmt = schema.get("format") or _format_from_name(name)
         items = schema.get("items") if typ == "array" else None
@@ -317,24 +314,6 @@ class _Coll:
             self.fields[name] = cur.model_copy(update=upd)
 
 
-def _json_type(schema: dict) -> str:
-    t = schema.get("type")
-    if isinstance(t, list):
-        t = next((x for x in t if x != "null"), "string")
-    if t is None:
-        for alt in schema.get("anyOf") or schema.get("oneOf") or []:
-            if isinstance(alt, dict) and alt.get("type") not in (None, "null"):
-                return _json_type(alt)
-        if "properties" in schema:
-            return "object"
-        if "items" in schema:
-            return "array"
-        if "enum" in schema and schema["enum"]:
-            v = schema["enum"][0]
-            return "boolean" if isinstance(v, bool) else "integer" if isinstance(v, int) else "number" if isinstance(v, float) else "string"
-    return t if t in ("string", "integer", "number", "boolean", "array", "object") else "string"
-
-
 def _format_from_name(name: str) -> str | None:
     n = name.lower()
     if n.endswith("_at") or n.endswith("timestamp") or n.endswith("datetime") or n.endswith("_time") and "date" in n:
@@ -346,36 +325,12 @@ def _format_from_name(name: str) -> str | None:
     return None
 
 
-def _unwrap(schema: dict | None) -> dict:
-    """Follow anyOf/oneOf (first non-null alternative) and allOf (merged) to one plain schema."""
-    schema = schema or {}
-    if not isinstance(schema, dict):
-        return {}
-    for key in ("anyOf", "oneOf", "allOf"):
-        alts = [a for a in schema.get(key) or [] if isinstance(a, dict) and a.get("type") != "null"]
-        if not alts or "properties" in schema or "type" in schema:
-            continue
-        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}
-        if key == "allOf":
-            merged: dict[str, Any] = {}
-            props: dict[str, Any] = {}
-            for a in alts:
-                a = _unwrap(a)
-                props.update(_props(a))
-                merged.update({k: v for k, v in a.items() if k != "properties"})
-            if props:
-                merged["properties"] = props
-            return {**merged, **rest}
-        return {**_unwrap(alts[0]), **{k: v for k, v in rest.items() if k != "description"}}
-    return schema
-
-
 ID_PATTERN = re.compile(r"^\^?([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?)\\d\{(\d+)\}\$?$")  # AC0001, PET-0001, 1Z0000001
 
 
 def id_pattern(schema: dict | None) -> tuple[str, int] | None:
     """``{"pattern": "^AC\\d{4}$"}`` -> ("AC", 4): the prefix and width of documented ids."""
-    pat = (_unwrap(schema) or {}).get("pattern") if isinstance(schema, dict) else None
+    pat = (unwrap(schema) or {}).get("pattern") if isinstance(schema, dict) else None
     m = ID_PATTERN.match(pat) if isinstance(pat, str) else None
     return (m.group(1), int(m.group(2))) if m else None
 
@@ -395,41 +350,41 @@ class _Builder:
 
     def harvest(self, schema: dict | None, hint: str | None, depth: int = 0) -> None:
         """Record the fields an output schema shows for entity ``hint`` (and nested entities)."""
-        s = _unwrap(schema)
+        s = unwrap(schema)
         if depth > 4 or not s:
             return
-        if _json_type(s) == "array":
+        if json_type(s) == "array":
             self.harvest(s.get("items"), hint, depth + 1)
             return
-        props = _props(s)
-        if not props:
+        properties = props(s)
+        if not properties:
             return
         # A wrapper ({"order": {...}} or {"orders": [...], "count": 3}): descend instead of recording.
-        wrapped = [k for k, v in props.items() if _json_type(_unwrap(v)) in ("object", "array")
-                   and nm.singular(nm.snake(k)) in self.colls and f"{nm.singular(nm.snake(k))}_id" not in props]
-        own_pk = hint and (f"{hint}_id" in props or "id" in props)
+        wrapped = [k for k, v in properties.items() if json_type(unwrap(v)) in ("object", "array")
+                   and nm.singular(nm.snake(k)) in self.colls and f"{nm.singular(nm.snake(k))}_id" not in properties]
+        own_pk = hint and (f"{hint}_id" in properties or "id" in properties)
         if wrapped and not own_pk:
             for k in wrapped:
-                self.harvest(props[k], nm.singular(nm.snake(k)), depth + 1)
+                self.harvest(properties[k], nm.singular(nm.snake(k)), depth + 1)
             return
         entity = hint if hint else None
-        first_key = next((id_param_entity(k, self.aliases) for k in props if nm.snake(k).endswith("_id")), None)
-        if entity and f"{entity}_id" not in props and "id" not in props and first_key in self.colls:
+        first_key = next((id_param_entity(k, self.aliases) for k in properties if nm.snake(k).endswith("_id")), None)
+        if entity and f"{entity}_id" not in properties and "id" not in properties and first_key in self.colls:
             entity = first_key  # a record of another entity (assign_user_to_project returns the project)
         if entity is None:
-            ids = [id_param_entity(k, self.aliases) for k in props if k.endswith("_id")]
+            ids = [id_param_entity(k, self.aliases) for k in properties if k.endswith("_id")]
             entity = next((e for e in ids if e), None)
         if entity is None:
             return
         c = self.coll(entity)
-        for k, v in props.items():
-            v = _unwrap(v) if isinstance(v, dict) else {}
+        for k, v in properties.items():
+            v = unwrap(v) if isinstance(v, dict) else {}
             name = f"{entity}_id" if k == "id" else nm.snake(k)
             c.add(name, v)
-            if _json_type(v) == "array":
-                item = _unwrap(v.get("items"))
+            if json_type(v) == "array":
+                item = unwrap(v.get("items"))
                 sub = self.aliases.get(nm.singular(name), nm.singular(name))
-                if _props(item) and (f"{sub}_id" in _props(item) or sub in self.colls):
+                if props(item) and (f"{sub}_id" in props(item) or sub in self.colls):
                     self.harvest(item, sub, depth + 1)
 
     def build(self) -> StateSchema:
@@ -483,10 +438,10 @@ def _prefix(entity: str, taken: set[str]) -> str:
 def _walk_ids(specs: list[ToolSpec]):
     """Every ``(name, schema)`` of an id-like property in parameters and output schemas."""
     def walk(schema: Any, depth: int = 0):
-        s = _unwrap(schema) if isinstance(schema, dict) else {}
+        s = unwrap(schema) if isinstance(schema, dict) else {}
         if depth > 5:
             return
-        for k, v in _props(s).items():
+        for k, v in props(s).items():
             if id_param_entity(k):
                 yield k, v
             yield from walk(v, depth + 1)
@@ -507,7 +462,7 @@ def id_aliases(specs: list[ToolSpec]) -> tuple[dict[str, str], dict[str, tuple[s
     info: dict[str, tuple[str, int]] = {}
     for k, v in _walk_ids(specs):
         e = id_param_entity(k)
-        pat = id_pattern(v) or (id_pattern(_unwrap(v).get("items")) if isinstance(v, dict) else None)
+        pat = id_pattern(v) or (id_pattern(unwrap(v).get("items")) if isinstance(v, dict) else None)
         if e and pat and e not in info:
             info[e] = pat
     if not info:
@@ -517,7 +472,7 @@ def id_aliases(specs: list[ToolSpec]) -> tuple[dict[str, str], dict[str, tuple[s
     for spec in specs:
         plan = analyze_tool(spec, known)
         mentions[plan.entity] = mentions.get(plan.entity, 0) + 2
-        for p in _props(spec.parameters):
+        for p in props(spec.parameters):
             e = id_param_entity(p)
             if e and nm.snake(p) == f"{e}_id":
                 mentions[e] = mentions.get(e, 0) + 1
@@ -561,7 +516,7 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         b.coll(plan.entity)
         if plan.other:
             b.coll(plan.other)
-        for p in _props(spec.parameters):
+        for p in props(spec.parameters):
             e = id_param_entity(p, aliases)
             if e:
                 b.coll(e)
@@ -573,9 +528,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     for spec in specs:
         plan = plans[spec.name]
         c = b.coll(plan.entity)
-        params = _props(spec.parameters)
+        params = props(spec.parameters)
         for p, ps in params.items():
-            ps = _unwrap(ps) if isinstance(ps, dict) else {}
+            ps = unwrap(ps) if isinstance(ps, dict) else {}
             sp = nm.snake(p)
             if sp == "id":
                 continue
@@ -594,9 +549,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
             elif plan.kind == "list":
                 fname = list_filter_field(sp, c.fields)
                 if fname and fname[0] not in c.fields:
-                    typ = ps if fname[1] in ("eq", "in") else {"type": _json_type(ps), "format": ps.get("format")}
+                    typ = ps if fname[1] in ("eq", "in") else {"type": json_type(ps), "format": ps.get("format")}
                     if fname[1] == "in":
-                        typ = _unwrap(ps.get("items")) if _json_type(ps) == "array" else ps
+                        typ = unwrap(ps.get("items")) if json_type(ps) == "array" else ps
                     if fname[1] != "text":
                         c.add(fname[0], {k: v for k, v in typ.items() if v is not None})
                 elif fname and fname[1] == "eq" and ps.get("enum"):
@@ -614,16 +569,16 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
             b.coll(ent).add(fld, {"type": "number"})
         if plan.kind == "status" or (plan.kind == "create" and "status" in c.fields):
             c.add("status", {"type": "string"})
-            c.status_words += [w for w in _status_words(spec.description) if w not in c.status_words]
+            c.status_words += [w for w in status_words(spec.description) if w not in c.status_words]
             if plan.target_status:
                 c.status_targets.append(plan.target_status)
         elif "status" in c.fields:
-            c.status_words += [w for w in _status_words(spec.description) if w not in c.status_words]
+            c.status_words += [w for w in status_words(spec.description) if w not in c.status_words]
         if plan.kind == "create" and plan.other:
             c.add(f"{plan.other}_id", {"type": "string"})
     for c in b.colls.values():
-        nested = [_unwrap(v)["enum"] for f in c.fields.values() if f.type == "object" and f.properties
-                  for k, v in f.properties.items() if k == "status" and isinstance(v, dict) and _unwrap(v).get("enum")]
+        nested = [unwrap(v)["enum"] for f in c.fields.values() if f.type == "object" and f.properties
+                  for k, v in f.properties.items() if k == "status" and isinstance(v, dict) and unwrap(v).get("enum")]
         if "status" in c.fields and not c.fields["status"].enum and len(nested) == 1:
             # freeze_membership(member_id) on members whose `membership.status` documents the statuses
             c.fields["status"] = c.fields["status"].model_copy(update={"enum": list(nested[0])})
@@ -645,7 +600,7 @@ def _suffix_field(name: str, fields: Any) -> str | None:
     return found[0] if len(found) == 1 and len(name) > 3 else None
 
 
-def _status_words(text: str) -> list[str]:
+def status_words(text: str) -> list[str]:
     """Status words a description mentions ("Only 'pending' orders can be cancelled")."""
     found: list[str] = []
     for w in re.findall(r"[a-z_]+", (text or "").lower().replace(" ", " ")):

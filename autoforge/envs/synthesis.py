@@ -7,7 +7,7 @@ number of times. Two backends, one set of checks (:mod:`autoforge.envs.checks`):
 * **offline** (default): :func:`~autoforge.envs.schema_offline.offline_state_schema` and
   the templates of :mod:`autoforge.envs.templates`;
 * **LLM** (``client.is_offline`` false): the ``state_schema`` and ``tool_code`` prompts of
-  :mod:`autoforge.llm.prompts`, answered as pydantic models; a rejected tool goes back with
+  :mod:`autoforge.envs.prompts`, answered as pydantic models; a rejected tool goes back with
   its failure (``tool_repair``) at most ``settings.llm_max_repairs`` times. Every failed
   attempt is stored as a :class:`Rejection` with its reason.
 
@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from autoforge.envs import prompts
 from autoforge.envs.canonical import canonical_specs
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.sample import sample_arguments, sample_state
@@ -30,7 +31,6 @@ from autoforge.envs.schema_offline import plan_tools, offline_state_schema
 from autoforge.envs import naming as nm
 from autoforge.envs.templates import offline_tool_code
 from autoforge.errors import ConfigError, LLMError
-from autoforge.llm import prompts as _prompts
 from autoforge.types import (
     CollectionSpec,
     EnvironmentRecord,
@@ -47,8 +47,8 @@ from autoforge.types import (
 STAGE = "synthesize"
 
 # The calling convention the sandbox enforces (autoforge.envs.sandbox), told to the LLM: one text,
-# owned by the prompt registry and built from the sandbox's constants.
-TOOL_CODE_CONTRACT = _prompts.TOOL_CODE_CONTRACT
+# owned by the synthesis prompts (autoforge.envs.prompts) and built from the sandbox's constants.
+TOOL_CODE_CONTRACT = prompts.TOOL_CODE_CONTRACT
 
 
 class ToolCodeReply(BaseModel):
@@ -173,9 +173,9 @@ def smoke_arguments(spec: ToolSpec, state: dict, schema: StateSchema, collection
 
 
 def _collection_of(param: str, schema: StateSchema, main: str | None):
-    from autoforge.envs.sample import _collection_for
+    from autoforge.envs.sample import collection_for
 
-    return _collection_for(param, schema, main)
+    return collection_for(param, schema, main)
 
 
 def smoke_until_success(tool: ToolCode, spec: ToolSpec, state: dict, schema: StateSchema, collection: str | None,
@@ -222,8 +222,6 @@ def _finish(toolset: ToolSet, backend: str, schema: StateSchema, state: dict, en
 
 
 def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id: str | None, settings: Any) -> SynthesisResult:
-    from autoforge.llm import prompts
-
     backend = f"openai:{getattr(client, 'model', 'unknown')}"
     try:
         schema = normalize_schema(client.structured("state_schema", prompts.state_schema(toolset.name, specs), StateSchema))

@@ -38,15 +38,13 @@ from autoforge.envs import naming as nm
 from autoforge.envs.schema_offline import (
     AMOUNT_PARAMS,
     ToolPlan,
-    _json_type,
-    _props,
-    _status_words,
-    _unwrap,
     amount_target,
     id_param_entity,
     list_filter_field,
     status_rules,
+    status_words,
 )
+from autoforge.tooldocs.schema import json_type, props, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSpec
 
 # Names the generated code uses itself: a parameter with one of these names (or one that is not
@@ -166,7 +164,7 @@ class Ctx:
         self.by_entity = {c.entity: c for c in schema.collections}
         self.coll = self.by_entity.get(plan.entity) or schema.collections[0]
         self.fields = {f.name: f for f in self.coll.fields}
-        self.params: dict[str, dict] = {k: (_unwrap(v) if isinstance(v, dict) else {}) for k, v in _props(spec.parameters).items()}
+        self.params: dict[str, dict] = {k: (unwrap(v) if isinstance(v, dict) else {}) for k, v in props(spec.parameters).items()}
         self.required = set((spec.parameters or {}).get("required") or [])
         self.py = nm.argument_names(list(self.params), nm.CODE_RESERVED | RESERVED)  # public -> Python name
         self.db = "state"  # the sandbox requires the first parameter to be named ``state``
@@ -313,7 +311,7 @@ def t_lookup(x: Ctx) -> tuple[str, dict]:
     for p in by:
         f = x.field_for(p) or nm.snake(p)
         v = x.v(p)
-        if _json_type(x.params[p]) == "string":
+        if json_type(x.params[p]) == "string":
             c(f"if {v} is not None and str(record.get({f!r}, '')).strip().lower() != str({v}).strip().lower():")
         else:
             c(f"if {v} is not None and record.get({f!r}) != {v}:")
@@ -362,7 +360,7 @@ def t_list(x: Ctx) -> tuple[str, dict]:
             continue
         f, op = how
         v = x.v(p)
-        ptype = _json_type(ps)
+        ptype = json_type(ps)
         if f not in x.fields and op != "text":
             plural_f = nm.plural(f)
             if plural_f in x.fields and x.fields[plural_f].type == "array":
@@ -455,7 +453,7 @@ def t_create(x: Ctx) -> tuple[str, dict]:
             c(f"    ref_record = {x.db}[{rcoll.name!r}][{v}]")
             c(f"    if (ref_record.get({stock!r}) or 0) < {qty_v}:")
             c(f"        return {{'error': 'not enough {stock.replace('_', ' ')} for {rcoll.entity.replace('_', ' ')} ' + str({v}) + ': ' + str(ref_record.get({stock!r}) or 0) + ' left'}}")
-    if qty and _json_type(x.params[qty]) in ("integer", "number"):
+    if qty and json_type(x.params[qty]) in ("integer", "number"):
         c(f"if {x.v(qty)} is not None and {x.v(qty)} <= 0:")
         c(f"    return {{'error': '{nm.snake(qty)} must be positive'}}")
     c(f"new_id = {x.next_id(coll)}")
@@ -609,7 +607,7 @@ def t_delete(x: Ctx) -> tuple[str, dict]:
         c(line)
     c.indent()
     x.emit_fetch(c, pk)
-    if x.allowed_from(None) and _status_words(x.spec.description):
+    if x.allowed_from(None) and status_words(x.spec.description):
         x.emit_status_precondition(c, "deleted", None)
     c(f"{x.db}[{x.coll.name!r}].pop({x.v(pk)})")
     c(f"return {{{x.coll.primary_key!r}: {x.v(pk)}, 'deleted': True}}")

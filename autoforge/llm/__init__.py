@@ -8,6 +8,10 @@ Stage modules do::
         result = offline_rule(...)
     else:
         result = client.structured("state_schema", prompts.state_schema(...), StateSchema)
+
+Prompt templates live with the step that uses them (``autoforge.envs.prompts`` etc.; the shared
+helpers are :mod:`autoforge.llm.prompting`). A warehouse-backed cache is read by the pipeline
+(``autoforge.pipeline.llm_cache.load_llm_cache``) and handed in as ``cache``.
 """
 
 from autoforge.llm.cache import MemoryCache, ResponseCache, WarehouseCache, prompt_hash

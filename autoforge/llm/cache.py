@@ -2,12 +2,14 @@
 
 The key is :func:`prompt_hash` over everything that shapes the reply — model, pipeline step,
 messages, response schema, tools, temperature, seed and token limit — so a re-run of a stage
-costs nothing and gives the same records (DESIGN.md "The LLM, offline and online": "a response
-cache in the warehouse (reproducible re-runs, token and latency accounting)").
+costs nothing and gives the same records (docs/design.md#llm-offline-and-online: the cache lives
+in the warehouse, so re-runs are reproducible and tokens and latency are accounted for).
 
 The warehouse copy of the cache is the ``llm_calls`` table itself: every successful call is
-recorded there with its ``prompt_hash`` and parsed ``response``; :class:`WarehouseCache` loads
-those rows back. Nothing here writes to the warehouse (the flows' single writer does).
+recorded there with its ``prompt_hash`` and parsed ``response``; :class:`WarehouseCache` is built
+from those rows (:meth:`WarehouseCache.from_rows`). This package never touches the warehouse: the
+pipeline reads the rows (:func:`autoforge.pipeline.llm_cache.load_llm_cache`) and hands the cache
+to :func:`autoforge.llm.get_client`; the flows' single writer stores new calls.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from autoforge.errors import WarehouseError
 from autoforge.types import content_hash
 
 
@@ -90,13 +91,9 @@ class WarehouseCache(MemoryCache):
     """A :class:`MemoryCache` pre-filled from ``llm_calls`` rows with ``outcome = 'ok'``.
 
     New answers of this run are added in memory; they reach the warehouse as ``LLMCall``
-    records through the recorder and the flow's writer, and the next run loads them.
+    records through the recorder and the flow's writer, and the next run loads them
+    (:func:`autoforge.pipeline.llm_cache.load_llm_cache` reads the rows).
     """
-
-    SQL = (
-        "SELECT prompt_hash, response, outcome, created_at FROM llm_calls "
-        "WHERE outcome = 'ok' AND response IS NOT NULL"
-    )
 
     @classmethod
     def from_rows(cls, rows: Iterable[Mapping[str, Any]]) -> "WarehouseCache":
@@ -121,28 +118,3 @@ class WarehouseCache(MemoryCache):
             if prev is None or prev[0] is None or stamp is None or stamp >= prev[0]:
                 best[key] = (stamp, resp)
         return cls({k: v for k, (_, v) in best.items()})
-
-    @classmethod
-    def load(cls, warehouse: Any, *, model: str | None = None, step: str | None = None) -> "WarehouseCache":
-        """Read the cache from a warehouse through ``autoforge.warehouse.query`` (read-only).
-
-        Optionally only one model's or one step's calls. A missing warehouse file raises the
-        warehouse's own error (it says how to create one)."""
-        try:
-            from autoforge.warehouse import query, table_exists  # type: ignore[attr-defined]
-        except ImportError as exc:  # pragma: no cover - depends on the warehouse package
-            raise WarehouseError(
-                "autoforge.warehouse.query is not available, so the LLM response cache cannot be "
-                "loaded from the warehouse; build the cache with WarehouseCache.from_rows(rows)"
-            ) from exc
-        if not table_exists(warehouse, "llm_calls"):  # a warehouse from before sql/017: nothing cached yet
-            return cls()
-        sql, params = cls.SQL, {}
-        if model is not None:
-            sql += " AND model = :model"
-            params["model"] = model
-        if step is not None:
-            sql += " AND step = :step"
-            params["step"] = step
-        # A fixed SELECT built here: the read-only check (which cannot parse :named params) is not needed.
-        return cls.from_rows(query(warehouse, sql, params, read_only_check=False))

@@ -1,6 +1,6 @@
 """One client interface for every step the paper gives to an LLM, with two backends.
 
-DESIGN.md "The LLM, offline and online": stage modules implement each LLM step twice — a
+docs/design.md#llm-offline-and-online: stage modules implement each LLM step twice — a
 rule-based offline function and an online one that sends a prompt plus a pydantic response
 model through this client. They branch on ``client.is_offline``.
 
@@ -461,6 +461,8 @@ def get_client(
 ) -> OfflineClient | OpenAIClient:
     """The client for ``backend`` (default: ``settings.backend``, i.e. ``AUTOFORGE_BACKEND``).
 
+    ``cache`` is the response store, handed in by the caller (a :class:`MemoryCache`, or the
+    warehouse's: ``autoforge.pipeline.llm_cache.load_llm_cache(warehouse)``); none by default.
     ``overrides`` go to :class:`OpenAIClient` (e.g. ``backoff_base_s``, ``run_id``).
     """
     if settings is None:

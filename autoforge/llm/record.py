@@ -54,3 +54,13 @@ class MemoryRecorder:
             "tokens_out": sum(c.tokens_out or 0 for c in calls),
             "latency_ms": round(sum(c.latency_ms or 0.0 for c in calls), 3),
         }
+
+
+def drain_calls(client: Any, run_id: str | None) -> list[LLMCall]:
+    """The LLM calls ``client``'s recorder holds since the last drain, stamped with the run (a stage
+    returns them with its records, so they are written in the stage's one transaction). ``client``
+    None (the offline backend) or without a draining recorder: none."""
+    drain = getattr(getattr(client, "recorder", None), "drain", None)
+    if drain is None:
+        return []
+    return [c.model_copy(update={"run_id": c.run_id or run_id}) for c in drain()]

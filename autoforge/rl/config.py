@@ -1,6 +1,6 @@
 """Training configuration: every knob with its meaning and its source.
 
-Sources: "paper" = AutoForge (Cai et al., arXiv 2512.22857) as read in shared/PAPER_NOTES.md §4;
+Sources: "paper" = AutoForge (Cai et al., arXiv 2512.22857) as read in docs/paper_notes.md#erpo;
 "DAPO" = Yu et al. 2025 (clip-higher, token-level loss, dynamic sampling); "GRPO" = Shao et al.
 2024 (group-relative advantage, KL to a reference); "ours" = a default we picked where the paper
 is silent (it reports no learning rate, eps, beta, turns or temperature). CPU-sized defaults are
@@ -61,7 +61,7 @@ class TrainConfig(BaseModel):
     )
     max_turns: int = Field(
         30, ge=1, description="Maximum agent turns per episode before it is cut (termination=max_turns). "
-        "Paper: not reported; 30 is ours (PAPER_NOTES §7)."
+        "Paper: not reported; 30 is ours (docs/paper_notes.md#where-the-paper-is-silent)."
     )
     max_new_tokens: int = Field(
         256, ge=1, description="Maximum tokens the policy generates in one turn. Paper: not reported; ours."
@@ -78,8 +78,8 @@ class TrainConfig(BaseModel):
     # ----------------------------------------------------------------- ERPO
     steps: int = Field(10, ge=0, description="Number of ERPO steps (one batch of rollouts -> one or more updates each). Ours.")
     lr: float = Field(
-        1e-5, gt=0, description="AdamW learning rate for ERPO. Paper: not reported; PAPER_NOTES §7 suggests ~1e-6 for "
-        "a 30B model; tiny CPU policies need 1e-4..1e-3 (ours)."
+        1e-5, gt=0, description="AdamW learning rate for ERPO. Paper: not reported; ~1e-6 is plausible for a 30B "
+        "model (docs/paper_notes.md#where-the-paper-is-silent); tiny CPU policies need 1e-4..1e-3 (ours)."
     )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay. Ours (0, as in most GRPO recipes).")
     adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas. Ours (torch defaults).")
@@ -100,13 +100,14 @@ class TrainConfig(BaseModel):
     )
     beta: float = Field(
         0.0, ge=0, description="Weight of KL(pi_theta || pi_ref) (k3 estimator) to a frozen copy of the policy taken "
-        "at the start of ERPO. Paper Eq. 2 has a beta term, value unreported; 0 as DAPO (PAPER_NOTES §4.4)."
+        "at the start of ERPO. Paper Eq. 2 has a beta term, value unreported; 0 as DAPO (docs/paper_notes.md#erpo-objective)."
     )
     advantage_level: Literal["env", "task"] = Field(
         "env", description="'env': ERPO environment-level std in the advantage denominator (paper Eq. 4). "
         "'task': GRPO per-task std (paper Eq. 3; the ablation baseline)."
     )
-    adv_eps: float = Field(1e-6, gt=0, description="eps added to the advantage std denominator. Ours (PAPER_NOTES §4.5).")
+    adv_eps: float = Field(1e-6, gt=0, description="eps added to the advantage std denominator. Ours "
+                           "(docs/paper_notes.md#environment-level-advantage).")
     mask_user_errors: bool = Field(
         True, description="MEU: drop rollouts the user-error judge flagged from the statistics and the loss (paper §3.4). "
         "False = the 'no masking' ablation."
@@ -123,7 +124,7 @@ class TrainConfig(BaseModel):
     # ----------------------------------------------------------------- SFT cold start
     sft_epochs: int = Field(
         1, ge=0, description="Epochs of SFT cold start before ERPO (0 = skip). Paper: an SFT stage exists, "
-        "hyper-parameters unreported (PAPER_NOTES §4.7); ours."
+        "hyper-parameters unreported (docs/paper_notes.md#training-setup); ours."
     )
     sft_lr: float = Field(1e-4, gt=0, description="AdamW learning rate for SFT. Ours.")
     sft_batch_size: int = Field(8, ge=1, description="Sequences per SFT optimizer step. Ours.")

@@ -1,18 +1,20 @@
-"""What a training run reads from the warehouse: curated tasks, gold replays, the tokenizer corpus.
+"""What a training run trains on: curated tasks, gold replays, SFT examples, the tokenizer corpus.
 
-* Tasks come through the ``v_curated_tasks`` view (verified tasks with difficulty and split);
-  ``split = 'train'`` is trained on, ``split = 'test'`` is held out for evaluation (never
-  trained on). Config filters (environments, tool-call count, reasoning nodes, caps) pick a
-  curriculum a small policy can learn from.
+* Tasks are the curated ones (``v_curated_tasks``: verified, with difficulty and split), read
+  by :func:`autoforge.pipeline.train.load_curated`; ``split = 'train'`` is trained on,
+  ``split = 'test'`` is held out for evaluation (never trained on). Config filters
+  (environments, tool-call count, reasoning nodes, caps: :func:`sample_ids`,
+  :func:`curated_data`) pick a curriculum a small policy can learn from.
 * SFT cold start (paper §3.4): each train task's gold DAG is played through the dialogue by
   the scripted oracle agent against the offline user (it must *ask* for every hidden fact),
   and the successful episodes are rendered token by token as the HF agent would have grown
   them (:func:`autoforge.rl.policy.encode_episode`). Successful, unflagged episodes already
-  in the warehouse (from any non-oracle agent) are added when asked.
-* The tiny default policy's tokenizer is trained on the warehouse's own text: tool schemas,
+  stored (from any non-oracle agent; :func:`autoforge.pipeline.train.stored_successes`) are
+  added when asked.
+* The tiny default policy's tokenizer is trained on the run's own text: tool schemas,
   requests, user facts and gold dialogues.
 
-Library code: no Prefect, no torch at import time.
+Records in, records out: no warehouse, no Prefect, no torch at import time.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from autoforge.errors import ConfigError
 from autoforge.rl.config import TrainConfig
 from autoforge.types import Episode, Task, TaskDag, ToolCode, ToolSpec
 
@@ -40,7 +41,7 @@ class CuratedData:
     def schemas(self, style: str = "full") -> dict[str, list[dict]]:
         """Tool schemas per environment, as the episode engine renders them into the system prompt.
 
-        Without specs, exactly as :func:`autoforge.rollout.hf_agent.make_rollout_fn` does, so
+        Without specs, exactly as :func:`autoforge.rl.agent.make_rollout_fn` does, so
         training rollouts, SFT examples and evaluation all see the same prompt (``style`` is
         TrainConfig.tool_schema, passed to the engine as EpisodeConfig.tool_schema).
         """
@@ -54,44 +55,17 @@ class CuratedData:
                 "prompt_tools": {e: len(self.tools_by_env.get(e, [])) for e in envs}}
 
 
-def _task_ids(warehouse: str | None, cfg: TrainConfig, split: str) -> list[str]:
-    """Task ids from v_curated_tasks matching the config's filters (sorted, deterministic)."""
-    from autoforge.warehouse import query
-
-    where, params = ["split = :split"], {"split": split}
-    for col, op, val in (("n_tool_calls", ">=", cfg.min_tool_calls), ("n_tool_calls", "<=", cfg.max_tool_calls),
-                         ("n_reasoning_nodes", "<=", cfg.max_reasoning_nodes)):
-        if val is not None:
-            key = f"p{len(params)}"
-            where.append(f"{col} {op} :{key}")
-            params[key] = val
-    if cfg.envs:
-        names = ", ".join(f":e{i}" for i in range(len(cfg.envs)))
-        where.append(f"(env_id IN ({names}) OR env_name IN ({names}))")
-        params.update({f"e{i}": e for i, e in enumerate(cfg.envs)})
-    rows = query(warehouse, f"SELECT task_id FROM v_curated_tasks WHERE {' AND '.join(where)} ORDER BY task_id", params)
-    return [r["task_id"] for r in rows]
-
-
-def _sample(ids: list[str], cap: int | None, seed: int, salt: str) -> list[str]:
+def sample_ids(ids: list[str], cap: int | None, seed: int, salt: str) -> list[str]:
+    """At most ``cap`` of ``ids`` (a seeded sample, sorted); all of them when ``cap`` is None."""
     if cap is None or len(ids) <= cap:
         return ids
     return sorted(random.Random(f"{seed}:{salt}").sample(ids, cap))
 
 
-def load_curated(warehouse: str | None, cfg: TrainConfig) -> CuratedData:
-    """Train/test tasks through ``v_curated_tasks``, their DAGs, accepted tool code and specs."""
-    from autoforge.rollout.evaluate import load_eval_inputs
-
-    train_ids = _sample(_task_ids(warehouse, cfg, "train"), cfg.max_train_tasks, cfg.seed, "train")
-    test_ids = _sample(_task_ids(warehouse, cfg, "test"), cfg.max_eval_tasks, cfg.seed, "test")
-    if not train_ids:
-        raise ConfigError(
-            f"no curated train tasks in {warehouse or 'the default warehouse'} match the config (envs={cfg.envs}, "
-            f"tool calls {cfg.min_tool_calls}..{cfg.max_tool_calls}, reasoning nodes <= {cfg.max_reasoning_nodes}); "
-            "run `autoforge factory` first or relax the filters")
-    wanted = set(train_ids) | set(test_ids)
-    tasks, dags, tools_by_env, specs_by_env = load_eval_inputs(warehouse, task_ids=wanted)
+def curated_data(tasks: Iterable[Task], train_ids: list[str], test_ids: list[str], dags: dict[str, TaskDag],
+                 tools_by_env: dict[str, list[ToolCode]], specs_by_env: dict[str, list[ToolSpec]],
+                 cfg: TrainConfig) -> CuratedData:
+    """The train / test tasks in id order, with the tools shown in the prompt per ``cfg.prompt_tools``."""
     by_id = {t.task_id: t for t in tasks}
     train = [by_id[i] for i in train_ids if i in by_id]
     test = [by_id[i] for i in test_ids if i in by_id]
@@ -107,32 +81,23 @@ def load_curated(warehouse: str | None, cfg: TrainConfig) -> CuratedData:
 
 
 def gold_episodes(data: CuratedData, tasks: list[Task] | None = None, concurrency: int = 4, seed: int = 0) -> list[Episode]:
-    """The oracle's successful episodes on ``tasks`` (default: the train split) with the offline user."""
+    """The oracle's successful episodes on ``tasks`` (default: the train split) with the offline user.
+
+    Played by the shared episode runner (:func:`autoforge.rollout.batch.play_episodes`), not by evaluation.
+    """
     from autoforge.rollout.agents import OracleAgent
+    from autoforge.rollout.batch import play_episodes
     from autoforge.rollout.engine import EpisodeConfig
-    from autoforge.rollout.evaluate import evaluate_tasks
     from autoforge.rollout.users import OfflineUser
 
     tasks = data.train if tasks is None else tasks
     if not tasks:
         return []
-    rep = evaluate_tasks(tasks, data.dags, data.tools_by_env, agent_factory=OracleAgent,
-                         user_factory=lambda task, plan, s: OfflineUser(task, plan, seed=s), agent_name="oracle",
-                         user_name="offline", trials=1, concurrency=concurrency, config=EpisodeConfig(max_turns=60),
-                         seed=seed, n_boot=1)
-    return [e for e in rep.episodes if e.reward == 1.0]
-
-
-def stored_successes(warehouse: str | None, tasks: list[Task]) -> list[Episode]:
-    """Successful, unflagged episodes of ``tasks`` already in the warehouse (not the oracle's)."""
-    from autoforge.warehouse import read_records, table_exists
-
-    if not tasks or not table_exists(warehouse, "episodes"):
-        return []
-    ids = {t.task_id for t in tasks}
-    eps = read_records(warehouse, Episode, where="reward = 1.0 AND coalesce(judge_flag, FALSE) = FALSE "
-                                                  "AND agent <> 'oracle'")
-    return [e for e in eps if e.task_id in ids and e.messages]
+    batch = play_episodes(tasks, data.dags, data.tools_by_env, agent_factory=OracleAgent,
+                          user_factory=lambda task, plan, s: OfflineUser(task, plan, seed=s), agent_name="oracle",
+                          user_name="offline", trials=1, concurrency=concurrency, config=EpisodeConfig(max_turns=60),
+                          seed=seed)
+    return [e for e in batch.episodes if e.reward == 1.0]
 
 
 def sft_examples(tokenizer, episodes: Iterable[Episode], schemas: dict[str, list[dict]],

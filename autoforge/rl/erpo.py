@@ -1,7 +1,7 @@
 """ERPO math: environment-level advantages and the clipped token-level policy loss.
 
-AutoForge (arXiv 2512.22857, §3.4, Eqs. 2-4) as read in ``shared/PAPER_NOTES.md`` §4 and
-``shared/DESIGN.md`` "ERPO, as we implement it":
+AutoForge (arXiv 2512.22857, §3.4, Eqs. 2-4) as read in ``docs/paper_notes.md#erpo`` and
+``docs/design.md#stage-7-erpo-training`` (ERPO as we implement it):
 
 * **MEU masking** (paper): a rollout whose simulated user gave wrong information is removed
   entirely — it is in neither its task's mean, its environment's std, nor the loss.
@@ -15,7 +15,7 @@ AutoForge (arXiv 2512.22857, §3.4, Eqs. 2-4) as read in ``shared/PAPER_NOTES.md
 
   The numerator is per task, as in GRPO; only the scale is pooled over the environment's
   tasks in this batch. ``level="task"`` gives GRPO's per-task std (Eq. 3), the ablation.
-  std is the population std (divide by n), as in the DESIGN.md worked example.
+  std is the population std (divide by n), as in docs/design.md#worked-example.
 * **Loss** (paper Eq. 2 at token level; DAPO token-level aggregation and clip-higher):
   PPO clipped ratio per agent-generated token, averaged over all valid agent tokens of the
   whole batch, plus optional ``beta * KL(pi_theta || pi_ref)`` with the k3 estimator

@@ -1,11 +1,11 @@
 """The policy: building the tiny offline default, loading any causal LM, encoding dialogues.
 
-The default policy for tests, CI and the demo is built from nothing (DESIGN.md: no download
+The default policy for tests, CI and the demo is built from nothing (docs/design.md#default-policy: no download
 on the default path): a byte-level BPE tokenizer trained locally with ``tokenizers`` on a
 text corpus (the warehouse's task texts), a chat template (:mod:`autoforge.rl.chat`), and a
 small Llama model initialised from a config. It is saved with ``save_pretrained`` and loads
 like any transformers model directory. A Llama config, not Qwen2: with a Qwen2 config
-``AutoTokenizer`` silently swaps in ``Qwen2Tokenizer`` (shared/STACK_NOTES.md).
+``AutoTokenizer`` silently swaps in ``Qwen2Tokenizer`` (docs/design.md#default-policy).
 """
 
 from __future__ import annotations
@@ -244,7 +244,7 @@ def continuation_ids(tokenizer, messages: Sequence[Any], add_generation_prompt: 
 def encode_episode(tokenizer, messages: Sequence[Any], tools: list[dict] | None = None) -> tuple[list[int], list[int]]:
     """An episode's messages as the token sequence the HF agent would have grown, and its loss mask.
 
-    Segment by segment, exactly like :class:`autoforge.rollout.hf_agent.HFAgent`: the opening
+    Segment by segment, exactly like :class:`autoforge.rl.agent.HFAgent`: the opening
     context (:func:`prompt_ids`: system + tools + request + ``<|im_start|>assistant\\n``), then
     for each assistant turn its body through ``<|im_end|>`` tokenized on its own (mask 1: what
     the policy generates, interleaved ``<think>`` included), then the observations / user reply

@@ -1,19 +1,21 @@
-"""The training driver: warehouse in, trained policy + stored metrics + curve + before/after table out.
+"""The training driver: curated data in, trained policy + metric records + curve + before/after table out.
 
-``run_training(warehouse, config)`` is what ``autoforge train --config FILE`` and the
-``train_erpo`` Prefect flow call. Read top to bottom:
+``train_curated(data, config, on_records=...)`` is the whole run over records; reading the
+curated tasks and storing what it hands to ``on_records`` (TrainingRun / TrainingStep rows,
+evaluation episodes and eval_results) is :func:`autoforge.pipeline.train.run_training`'s job,
+which ``autoforge train --config FILE`` and the ``train-erpo`` Prefect flow call. Read top to bottom:
 
-    curated tasks (v_curated_tasks; train split trained on, test split held out)   data.load_curated
+    curated tasks (v_curated_tasks; train split trained on, test split held out)   pipeline.train.load_curated
     gold replays: the oracle plays each train task with the offline user            data.gold_episodes
-    policy: cfg.model_path, or the tiny one built on the warehouse's own text       trainer.policy_from_config
+    policy: cfg.model_path, or the tiny one built on the run's own text             trainer.policy_from_config
     eval "start": held-out pass^1 of the base policy (HF agent, error-free user)     evaluate_policy
     copy warm-up: synthetic associative-recall dialogues (optional)                  trainer.copy_warmup
     SFT on gold replays (+ stored successful rollouts, + value-substituted copies),
           agent tokens only                                                         trainer.sft, augment
     eval "sft"
     ERPO: rollouts through the episode engine (HF agent, offline user with injected
-          errors, rule judge -> MEU masking), env-level advantages, clipped loss     trainer.train_erpo
-    eval "end"; TrainingRun / TrainingStep rows, learning-curve PNG, before/after table
+          errors, rule judge -> MEU masking), env-level advantages, clipped loss     trainer.train_erpo, agent
+    eval "end"; TrainingRun / TrainingStep records, learning-curve PNG, before/after table
 
 A killed run started again with the same config resumes from its last checkpoint: finished
 SFT/ERPO steps are not redone and finished evaluations are read back from ``evals.json``.
@@ -24,16 +26,18 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from autoforge.errors import ConfigError
 from autoforge.rl.augment import augmented_episodes
 from autoforge.rl.config import TrainConfig
-from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, load_curated, sft_examples, stored_successes
-from autoforge.types import TrainingRun, content_id, utcnow
+from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, sft_examples
+from autoforge.types import Episode, TrainingRun, content_id, utcnow
 
 # progress(phase, step, total, metrics): phase is "warmup" | "sft" | "erpo" | "eval:start" | "eval:sft" | "eval:end" | "setup"
 Progress = Callable[[str, int, int, dict], None]
+# on_records(records): the run's rows to store (TrainingRun, TrainingStep, evaluation Episode / EvalResult)
+OnRecords = Callable[[list], None]
 
 # Fields that may change between a killed run and its resumption (they do not change what was trained).
 RESUMABLE_CHANGES = {"steps", "checkpoint_every", "keep_checkpoints", "eval_at", "eval_trials", "eval_temperature",
@@ -41,6 +45,7 @@ RESUMABLE_CHANGES = {"steps", "checkpoint_every", "keep_checkpoints", "eval_at",
 
 
 def as_config(config: TrainConfig | str | Path | dict | None) -> TrainConfig:
+    """A TrainConfig from itself, a dict of its fields, a YAML/JSON file, or None (the defaults)."""
     if config is None:
         return TrainConfig()
     if isinstance(config, TrainConfig):
@@ -55,7 +60,7 @@ def train_run_id(cfg: TrainConfig, data: CuratedData) -> str:
     return content_id("train", keep, sorted(t.task_id for t in data.train))
 
 
-def _check_resumable(cfg: TrainConfig) -> None:
+def check_resumable(cfg: TrainConfig) -> None:
     """Refuse to resume a checkpoint folder that holds a run with a different config."""
     from autoforge.rl import checkpoint as ckpt
 
@@ -73,19 +78,19 @@ def _check_resumable(cfg: TrainConfig) -> None:
 # --------------------------------------------------------------------------- evaluation
 
 
-def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, warehouse: str | None = None,
+def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, on_records: OnRecords | None = None,
                     run_id: str | None = None, tasks=None) -> dict[str, Any]:
     """Held-out pass^k of ``policy`` as the HF agent with an error-free offline user (no judge).
 
     Returns ``{"point", "success_rate", "n_tasks", "n_episodes", "per_env": {env: pass^1}, "gen_tokens",
-    "wall_s", "eval_id", "terminations"}``; writes the episodes and eval_results rows when a
-    warehouse is given (agent name ``hf:<run>:<point>``).
+    "wall_s", "eval_id", "terminations"}``; hands the episodes and eval_results rows to
+    ``on_records`` when given (agent name ``hf:<run>:<point>``).
     """
     from collections import Counter
 
+    from autoforge.rl.agent import BatchedGenerator, HFAgent
     from autoforge.rollout.engine import EpisodeConfig
     from autoforge.rollout.evaluate import evaluate_tasks
-    from autoforge.rollout.hf_agent import BatchedGenerator, HFAgent
     from autoforge.rollout.users import OfflineUser
 
     tasks = data.test if tasks is None else tasks
@@ -112,10 +117,8 @@ def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, 
            "gen_tokens": sum(int(e.diagnostics.get("agent_tokens") or 0) for e in eps),
            "wall_s": round(rep.wall_s, 2), "eval_id": rep.eval_id,
            "terminations": dict(Counter(e.termination for e in eps))}
-    if warehouse is not None:
-        from autoforge.warehouse import write_records
-
-        write_records(warehouse, [*eps, *rep.results])
+    if on_records is not None:
+        on_records([*eps, *rep.results])
     return out
 
 
@@ -148,39 +151,41 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- the driver
 
 
-def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict | None = None, *,
-                 progress: Progress | None = None, run_id: str | None = None,
-                 out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Train a policy on the warehouse's curated tasks (see the module docstring); resumable.
+def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | None = None, *,
+                  extra_sft_episodes: Sequence[Episode] = (), env_names: dict[str, str] | None = None,
+                  on_records: OnRecords | None = None, progress: Progress | None = None, run_id: str | None = None,
+                  out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train a policy on curated ``data`` (see the module docstring); resumable.
 
-    ``config``: a TrainConfig, a dict of its fields, or a YAML/JSON file. ``out_dir`` receives
-    ``learning_curve.png`` and ``before_after.md`` (default: ``cfg.checkpoint_dir``). Returns
-    ``{"train_run_id", "evals", "table", "table_markdown", "curve", "history", "timings",
-    "throughput", "data", "checkpoint", "resumed_from"}``.
+    ``config``: a TrainConfig, a dict of its fields, or a YAML/JSON file. ``extra_sft_episodes``:
+    successful episodes to SFT on besides the gold replays (used when ``cfg.sft_successful_rollouts``).
+    ``env_names`` label the before/after table's columns. ``on_records(records)`` receives the
+    TrainingRun row (started, then failed or completed), a TrainingStep row per optimizer step,
+    and each evaluation's episodes and eval_results. ``out_dir`` receives ``learning_curve.png``
+    and ``before_after.md`` (default: ``cfg.checkpoint_dir``). Returns ``{"train_run_id", "evals",
+    "table", "table_markdown", "curve", "history", "timings", "throughput", "data", "checkpoint",
+    "resumed_from"}``.
     """
+    from autoforge.rl.agent import make_rollout_fn
     from autoforge.rl.curves import plot_learning_curve
     from autoforge.rl.trainer import copy_warmup, policy_from_config, train, training_step_record
     from autoforge.rl.warmup import exact_rate, recall_examples
     from autoforge.rollout.engine import EpisodeConfig
-    from autoforge.rollout.hf_agent import make_rollout_fn
     from autoforge.rollout.judge import RuleJudge
     from autoforge.rollout.users import ErrorRates
-    from autoforge.warehouse import query, write_records
 
     cfg = as_config(config)
     if cfg.torch_threads is not None:
         import torch
 
         torch.set_num_threads(cfg.torch_threads)
+    write = on_records or (lambda records: None)
     say = progress or (lambda phase, step, total, metrics: None)
     out = Path(out_dir or cfg.checkpoint_dir)
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
-    t = time.perf_counter()
 
-    _check_resumable(cfg)
-    data = load_curated(warehouse, cfg)
-    timings["load_s"] = time.perf_counter() - t
+    check_resumable(cfg)
     say("setup", 0, 0, {"message": "loaded curated tasks", **data.summary()})
 
     t = time.perf_counter()
@@ -192,7 +197,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
     timings["policy_s"] = time.perf_counter() - t
     rid = train_run_id(cfg, data)
     run_row = TrainingRun(train_run_id=rid, config={**cfg.model_dump(mode="json"), "data": data.summary()}, run_id=run_id)
-    write_records(warehouse, [run_row])
+    write([run_row])
 
     evals_path = Path(cfg.checkpoint_dir) / "evals.json"
     evals: dict[str, dict] = json.loads(evals_path.read_text()) if evals_path.is_file() else {}
@@ -201,7 +206,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
         if point not in cfg.eval_at or point in evals:
             return
         say(f"eval:{point}", 0, len(data.test), {})
-        ev = evaluate_policy(policy, data, cfg, point, warehouse=warehouse, run_id=rid)
+        ev = evaluate_policy(policy, data, cfg, point, on_records=write, run_id=rid)
         evals[point] = ev
         timings[f"eval_{point}_s"] = ev["wall_s"]
         evals_path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,7 +214,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
         say(f"eval:{point}", len(data.test), len(data.test), {"success_rate": ev["success_rate"]})
 
     def log_fn(step: int, phase: str, metrics: dict) -> None:
-        write_records(warehouse, [training_step_record(rid, step, phase, metrics)])
+        write([training_step_record(rid, step, phase, metrics)])
         total = cfg.steps if phase == "erpo" else sft_total
         say(phase, step, total, metrics)
 
@@ -235,7 +240,7 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
         t = time.perf_counter()
         examples = []
         if cfg.sft_epochs > 0:
-            episodes = list(gold) + (stored_successes(warehouse, data.train) if cfg.sft_successful_rollouts else [])
+            episodes = list(gold) + (list(extra_sft_episodes) if cfg.sft_successful_rollouts else [])
             episodes += augmented_episodes(episodes, data.train, cfg.sft_augment_copies, cfg.seed)
             examples = sft_examples(policy.tokenizer, episodes, data.schemas(cfg.tool_schema), cfg.sft_max_examples, cfg.seed)
         sft_total = -(-len(examples) // cfg.sft_batch_size) * cfg.sft_epochs
@@ -255,16 +260,15 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
             timings["erpo_s"] = t_end - t
         evaluate("end")
     except BaseException:
-        write_records(warehouse, [run_row.model_copy(update={"status": "failed", "finished_at": utcnow()})])
+        write([run_row.model_copy(update={"status": "failed", "finished_at": utcnow()})])
         raise
 
     history = result.history
     curve = plot_learning_curve(history, out / "learning_curve.png", title=f"{rid}")
-    names = {r["env_id"]: r["name"] for r in query(warehouse, "SELECT env_id, name FROM environments")}
-    table = before_after_table(evals, names)
+    table = before_after_table(evals, env_names)
     md = table_markdown(table)
     (out / "before_after.md").write_text(md + "\n")
-    write_records(warehouse, [run_row.model_copy(update={"status": "completed", "finished_at": utcnow()})])
+    write([run_row.model_copy(update={"status": "completed", "finished_at": utcnow()})])
     return {"train_run_id": rid, "evals": evals, "table": table, "table_markdown": md, "curve": str(curve),
             "history": history, "timings": {k: round(v, 2) for k, v in timings.items()}, "warmup": warmup,
             "throughput": throughput(history), "data": data.summary(), "sft_examples": len(examples),
@@ -285,37 +289,3 @@ def throughput(history: list[dict]) -> dict[str, float | None]:
     return {"sft_tokens_per_s": mean(r.get("tokens_per_s") for r in sft),
             "erpo_update_tokens_per_s": mean(r.get("tokens_per_s") for r in erpo),
             "rollout_gen_tokens_per_s": round(gen / roll, 1) if roll else None}
-
-
-# --------------------------------------------------------------------------- the demo's short run
-
-
-def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 2) -> TrainConfig:
-    """A run sized for ``autoforge demo`` (well under 2 minutes on 2 CPU cores): the shortest tasks,
-    a very small policy, a few held-out tasks, SFT then ``steps`` ERPO steps."""
-    from autoforge.warehouse import query
-
-    # the shortest tasks, but enough of them: the smallest tool-call cap giving >= 16 train and >= 4 held-out tasks
-    rows = query(warehouse, "SELECT n_tool_calls AS n, sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS tr, "
-                            "sum(CASE WHEN split = 'test' THEN 1 ELSE 0 END) AS te FROM v_curated_tasks "
-                            "GROUP BY n_tool_calls ORDER BY n_tool_calls")
-    shortest, tr, te = None, 0, 0
-    for r in rows:
-        tr, te, shortest = tr + int(r["tr"]), te + int(r["te"]), int(r["n"])
-        if tr >= 16 and te >= 4:
-            break
-    return TrainConfig(
-        tiny_vocab_size=1024, tiny_hidden_size=64, tiny_num_layers=2, tiny_num_heads=4, tiny_max_positions=4096,
-        device="cpu", seed=0, max_tool_calls=shortest, prompt_tools="used", tool_schema="compact", max_train_tasks=16,
-        max_eval_tasks=6,
-        tasks_per_batch=2, rollouts_per_task=4, max_turns=4, max_new_tokens=48, max_episode_tokens=160,
-        steps=steps, lr=1e-3, sft_epochs=2, sft_lr=3e-3, sft_batch_size=4, sft_max_examples=16, micro_batch_size=4,
-        user_error_rate=0.2, eval_at=["start", "end"], rollout_concurrency=8, torch_threads=1,
-        checkpoint_dir=str(Path(out_dir) / "checkpoints"), checkpoint_every=max(steps, 1))
-
-
-def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 2,
-                  progress: Progress | None = None) -> dict[str, Any]:
-    """The demo's short ERPO run (SFT cold start, ``steps`` ERPO steps, held-out pass^1 before/after)."""
-    cfg = demo_config(warehouse, out_dir, steps)
-    return run_training(warehouse, cfg, progress=progress, out_dir=out_dir)

@@ -7,8 +7,8 @@
         -> AdamW step with gradient clipping -> log_fn -> checkpoint
 
 ``rollout_fn(policy, tasks, n_per_task) -> list[Trajectory]`` is the plug-in point for the
-episode engine (autoforge.rollout); ``log_fn(step, phase, metrics)`` is where the flow
-writes TrainingStep rows. Nothing here knows about the warehouse or Prefect.
+episode engine (autoforge.rollout); ``log_fn(step, phase, metrics)`` is where the driver
+hands TrainingStep rows over to be stored. Nothing here knows about the warehouse or Prefect.
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
                resume_state: dict | None = None, sft_done: bool = True, ref_model=None) -> list[dict]:
     """``cfg.steps`` ERPO steps. ``tasks`` are whatever ``rollout_fn`` understands (Task records)."""
     if not tasks:
-        raise ConfigError("train_erpo: no tasks to train on; curate tasks first (autoforge verify)")
+        raise ConfigError("train_erpo: no tasks to train on; make curated tasks first (autoforge factory)")
     model, history = policy.model, history if history is not None else []
     opt = make_optimizer(model, cfg.lr, cfg)
     start = 0

@@ -1,7 +1,7 @@
 """Agents: the scripted oracle, a random floor, and an OpenAI-compatible chat model.
 
 (The local transformers agent, which records token ids and log-probs, is in
-:mod:`autoforge.rollout.hf_agent` so that this module does not import torch.)
+:mod:`autoforge.rl.agent` so that this module does not import torch.)
 
 - :class:`OracleAgent` proves a task solvable *as posed*: it knows the gold DAG (which tools,
   which reasoning) but not the user's hidden facts — it asks the user for every fact the DAG

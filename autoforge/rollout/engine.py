@@ -23,7 +23,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from autoforge.envs.interface import EnvFactory, EnvLike
+from autoforge.envs.interface import EnvLike
 from autoforge.errors import AutoforgeError
 from autoforge.rollout import reward as R
 from autoforge.rollout.toolcalls import MalformedCall

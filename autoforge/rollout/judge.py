@@ -4,7 +4,7 @@ Paper (arXiv 2512.22857, Sec. 3.4 and App. A.1): an LLM judge reads each rollout
 True/False — did the simulated user return any incorrect information? A flagged rollout is
 removed from the group (1_MEU = 0). The judge's input here is the task (request + the hidden
 facts the user should convey) and the dialogue, so statements can be checked against the
-truth (PAPER_NOTES §4.3 default).
+truth (our choice where the paper is silent: docs/paper_notes.md#where-the-paper-is-silent).
 
 Two judges with one interface, ``judge(task, episode) -> JudgeVerdict``:
 

@@ -14,13 +14,13 @@ Environments come from an ``env_factory(tools) -> env`` with the runtime's inter
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from autoforge.dags.build import topo_order
 from autoforge.dags.reasoning import ReasoningError, apply_op
-from autoforge.envs.interface import EnvFactory, EnvLike
+from autoforge.envs.interface import EnvLike
 from autoforge.errors import AutoforgeError
-from autoforge.types import DagNode, TaskDag, ToolCall, ToolCode
+from autoforge.types import DagNode, TaskDag, ToolCall
 
 
 class DagExecutionError(AutoforgeError):
@@ -33,13 +33,6 @@ class DagExecutionError(AutoforgeError):
 
 # chooser(node, arg_name, resolved_args, env) -> value of a user fact not fixed yet
 Chooser = Callable[[DagNode, str, dict[str, Any], EnvLike], Any]
-
-
-def default_env_factory(tools: list[ToolCode]) -> EnvLike:
-    """The sandboxed runtime (``autoforge.envs.runtime.Environment``)."""
-    from autoforge.envs.runtime import Environment
-
-    return Environment(tools)
 
 
 @dataclass

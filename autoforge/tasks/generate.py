@@ -14,16 +14,18 @@ from __future__ import annotations
 import hashlib
 import random
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from autoforge.dags.build import dag_depth, rejection
 from autoforge.dags.graph import is_key_param, key_fields
-from autoforge.envs.interface import EnvFactory
-from autoforge.tasks.execute import DagExecutionError, default_env_factory, run_dag
+from autoforge.envs.interface import EnvFactory, default_env_factory
+from autoforge.llm.record import drain_calls
+from autoforge.tasks.execute import DagExecutionError, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
-from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, canonical_json, content_hash, content_id,
-                             state_hash)
+from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
+                             content_hash, content_id, state_hash)
 
 TEST_FRACTION = 0.10  # share of tasks held out for evaluation (DEFAULT; the paper reports no split)
 
@@ -184,3 +186,44 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
                 if task.task_id not in skip_ids:
                     tasks[task.task_id] = task
     return list(tasks.values()), rejections
+
+
+# --------------------------------------------------------------------------- one environment (the stage's unit)
+
+
+@dataclass
+class StageResult:
+    """What one environment gave a generate or verify stage (records only; the pipeline writes them)."""
+
+    env_id: str
+    tasks: list[Task] = field(default_factory=list)
+    results: list[VerificationResult] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    attempts: int = 0
+    llm_calls: list[LLMCall] = field(default_factory=list)  # online backend: every call, for the warehouse
+
+    def records(self) -> list[Any]:
+        return [*self.tasks, *self.results, *self.rejections, *self.llm_calls]
+
+
+def generate_env(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskDag], seed: int, *, tasks_per_env: int = 120,
+                 attempts_per_task: int = 4, env_factory: EnvFactory | None = None, client: Any = None,
+                 skip_ids: set[str] | None = None, test_fraction: float = TEST_FRACTION, batch_id: str | None = None,
+                 run_id: str | None = None) -> StageResult:
+    """Stage 4 for one environment: up to ``tasks_per_env`` tasks from its DAGs, in at most
+    ``tasks_per_env * attempts_per_task`` instantiations."""
+    tasks, rejections = generate_tasks(env, tools, dags, seed, n_tasks=tasks_per_env,
+                                       max_attempts=tasks_per_env * attempts_per_task, env_factory=env_factory, client=client,
+                                       test_fraction=test_fraction, skip_ids=skip_ids, batch_id=batch_id, run_id=run_id)
+    return StageResult(env.env_id, tasks=tasks, rejections=rejections, attempts=len(tasks) + len(rejections),
+                       llm_calls=drain_calls(client, run_id))
+
+
+def stage_counts(results: list[StageResult], seconds: float) -> dict[str, Any]:
+    """Counts of a generate or verify stage, for its run row and the funnel."""
+    verified = sum(1 for r in results for t in r.tasks if t.status == "verified")
+    verifying = any(r.results for r in results)
+    return {"environments": len(results), "in": sum(r.attempts for r in results),
+            "out": verified if verifying else sum(len(r.tasks) for r in results),
+            "tasks": sum(len(r.tasks) for r in results), "verified": verified,
+            "rejected": sum(len(r.rejections) for r in results), "seconds": round(seconds, 3)}

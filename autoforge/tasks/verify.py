@@ -2,14 +2,14 @@
 
 Paper (arXiv 2512.22857, Sec. 3.3) judges completion on the final state (R = 1 iff Ŝ == S*)
 and gets solvability by construction (the gold DAG was executed). It reports no further
-filter; DESIGN.md stage 5 adds ours, each stored as one VerificationResult with a reason:
+filter; we add ours (docs/design.md#stage-5-verification-and-curation), each stored as one VerificationResult with a reason:
 
 - ``replay_deterministic``: the gold DAG, replayed twice from S with the task's facts,
-  gives the stored S* hash both times and the same calls (STYLE.md #3, tau2-bench).
+  gives the stored S* hash both times and the same calls (docs/conventions.md#verify-by-replay).
 - ``changes_state``: S* != S (a read-only task would be passed by doing nothing).
 - ``do_nothing_fails``: an agent that calls nothing ends in S, not S*.
 - ``read_only_fails``: an agent that makes only the gold *read* calls does not reach S*
-  (this also catches a tool tagged "read" that writes; STYLE.md #4).
+  (this also catches a tool tagged "read" that writes; docs/conventions.md#tag-side-effects).
 - ``traceable``: every argument of every gold call is a user fact, an earlier output or a
   reasoning result, equal to what the replay computed; no identifier the agent must look
   up appears in the request or the user's facts (it must not be guessable).
@@ -25,7 +25,7 @@ from autoforge.dags.graph import is_key_param, key_fields, required_params
 from autoforge.dialogue import mentions
 from autoforge.envs.interface import EnvFactory
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
-from autoforge.tasks.generate import duplicate_key, open_env
+from autoforge.tasks.generate import StageResult, duplicate_key, open_env
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              state_hash)
 
@@ -155,3 +155,12 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
             if failed:
                 rejections.append(rejection("verify", task.task_id, failed[0].check, failed[0].reason, run_id))
     return out_tasks, results, rejections
+
+
+def verify_env(env: EnvironmentRecord, tools: list[ToolCode], tasks: list[Task], dags: list[TaskDag], *,
+               existing: dict[str, str] | None = None, env_factory: EnvFactory | None = None,
+               run_id: str | None = None) -> StageResult:
+    """Stage 5 for one environment: every check on ``tasks``; ``existing`` maps duplicate keys of
+    tasks verified earlier to their ids."""
+    out, results, rejections = verify_tasks(env, tools, tasks, dags, existing=existing, env_factory=env_factory, run_id=run_id)
+    return StageResult(env.env_id, tasks=out, results=results, rejections=rejections, attempts=len(tasks))

@@ -1,6 +1,6 @@
 """Read/write effect of a tool: explicit hints first, then the verb of its name or description.
 
-DESIGN.md stage 1 ("read/write effect when known") and STYLE.md 4 (tau2-bench's READ/WRITE
+docs/design.md#stage-1-ingest (read/write effect) and docs/conventions.md#tag-side-effects (tau2-bench's READ/WRITE
 tool types): verification's read-only-agent check and the offline synthesizer rely on it.
 Order of evidence: an explicit hint (MCP ``readOnlyHint``/``destructiveHint``, the HTTP
 method, ``x-effect``) > the leading verb of the tool name > the leading verb of the

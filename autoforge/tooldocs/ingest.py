@@ -1,6 +1,6 @@
 """Ingest files and folders of tool documentation into ``ToolDoc``/``ToolSpec``/``ToolSet`` records.
 
-DESIGN.md stage 1. Grouping (one tool set = one candidate environment, as in the paper's
+docs/design.md#stage-1-ingest. Grouping (one tool set = one candidate environment, as in the paper's
 "each document set becomes an environment"):
 
 * a file given on its own is its own tool set, named by its stem;
@@ -14,7 +14,7 @@ A rejected document is recorded (status ``rejected`` with the file, location and
 and the rest of the batch goes on. Tool names must be unique within a tool set: a later
 document that redefines a name is rejected. Ids are content hashes, so ingesting the same
 input twice gives identical records. Pure: nothing is written anywhere; the caller persists
-``IngestResult.records()`` (the flow and the CLI use ``autoforge.warehouse.write_records``).
+``IngestResult.records()`` (:mod:`autoforge.pipeline.ingest` writes them in one transaction).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """OpenAI function-calling tool documents.
 
-Accepted shapes (DESIGN.md stage 1):
+Accepted shapes (docs/design.md#stage-1-ingest):
 
 * a single function ``{"name", "description", "parameters"}``;
 * the chat-completions wrapper ``{"type": "function", "function": {...}}`` and the flat

@@ -1,6 +1,6 @@
 """JSON Schema handling for tool documents: resolve local ``$ref``, check shape, normalise.
 
-Stage 1 of DESIGN.md: a ``ToolSpec.parameters`` must be self-contained (every ``$ref``
+Stage 1 (docs/design.md#stage-1-ingest): a ``ToolSpec.parameters`` must be self-contained (every ``$ref``
 inlined, ``$defs``/``definitions`` dropped) and an object schema, so later stages (state
 synthesis, name/type binding for the tool graph) never chase references. Recursive schemas
 cannot be inlined and are rejected with the cycle spelled out.
@@ -8,6 +8,9 @@ cannot be inlined and are rejected with the cycle spelled out.
 Only local references (``#/...``) are supported; a reference is looked up first in the
 schema's own root (where ``$defs`` usually live, e.g. pydantic output) and then in the whole
 document (OpenAPI ``components``, a file-level ``$defs``).
+
+The helpers at the end read a resolved schema (:func:`props`, :func:`unwrap`, :func:`json_type`);
+every stage that looks at tool parameters or outputs uses these.
 """
 
 from __future__ import annotations
@@ -212,3 +215,57 @@ def _kind(value: Any) -> str:
     return {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}.get(
         type(value), type(value).__name__
     )
+
+
+# --------------------------------------------------------------------------- reading a resolved schema
+# Small helpers over a self-contained (resolved) JSON Schema, shared by the stages that read tool
+# parameters and outputs (state synthesis, sample data, templates, canonical names).
+
+
+def props(schema: dict | None) -> dict[str, Any]:
+    """The ``properties`` of an object schema (``{}`` when there are none)."""
+    return (schema or {}).get("properties") or {}
+
+
+def json_type(schema: dict) -> str:
+    """The one JSON type a schema stands for (``null`` dropped from a list; guessed from
+    ``anyOf``/``oneOf``, ``properties``, ``items`` or ``enum`` when ``type`` is missing; else string)."""
+    t = schema.get("type")
+    if isinstance(t, list):
+        t = next((x for x in t if x != "null"), "string")
+    if t is None:
+        for alt in schema.get("anyOf") or schema.get("oneOf") or []:
+            if isinstance(alt, dict) and alt.get("type") not in (None, "null"):
+                return json_type(alt)
+        if "properties" in schema:
+            return "object"
+        if "items" in schema:
+            return "array"
+        if "enum" in schema and schema["enum"]:
+            v = schema["enum"][0]
+            return "boolean" if isinstance(v, bool) else "integer" if isinstance(v, int) else "number" if isinstance(v, float) else "string"
+    return t if t in ("string", "integer", "number", "boolean", "array", "object") else "string"
+
+
+def unwrap(schema: dict | None) -> dict:
+    """Follow anyOf/oneOf (first non-null alternative) and allOf (merged) to one plain schema."""
+    schema = schema or {}
+    if not isinstance(schema, dict):
+        return {}
+    for key in ("anyOf", "oneOf", "allOf"):
+        alts = [a for a in schema.get(key) or [] if isinstance(a, dict) and a.get("type") != "null"]
+        if not alts or "properties" in schema or "type" in schema:
+            continue
+        rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf", "allOf")}
+        if key == "allOf":
+            merged: dict[str, Any] = {}
+            merged_props: dict[str, Any] = {}
+            for a in alts:
+                a = unwrap(a)
+                merged_props.update(props(a))
+                merged.update({k: v for k, v in a.items() if k != "properties"})
+            if merged_props:
+                merged["properties"] = merged_props
+            return {**merged, **rest}
+        return {**unwrap(alts[0]), **{k: v for k, v in rest.items() if k != "description"}}
+    return schema

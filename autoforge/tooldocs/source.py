@@ -1,6 +1,6 @@
 """Read a tool document's text and turn JSON or YAML into plain JSON values.
 
-Stage 1 of DESIGN.md ("Ingest"). Every failure becomes a :class:`ToolDocError` that names
+Stage 1, ingest (docs/design.md#stage-1-ingest). Every failure becomes a :class:`ToolDocError` that names
 the file, the place inside it (``line:col`` for syntax errors) and the reason. YAML is
 loaded with the safe loader; values JSON cannot hold (dates, binary, sets) are turned into
 strings or rejected, so what comes out is always a JSON value.

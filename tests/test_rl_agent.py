@@ -10,8 +10,8 @@ from test_rollout_support import local_env_factory, make_tools, tasks_and_dags
 from autoforge.rl import chat
 from autoforge.rl.policy import build_tiny_policy, load_policy
 from autoforge.rl.trajectory import Trajectory
+from autoforge.rl.agent import BatchedGenerator, HFAgent, episode_to_trajectory, make_rollout_fn
 from autoforge.rollout.engine import EpisodeConfig, run_episode
-from autoforge.rollout.hf_agent import BatchedGenerator, HFAgent, episode_to_trajectory, make_rollout_fn
 from autoforge.rollout.judge import RuleJudge
 from autoforge.rollout.toolcalls import tool_schemas
 from autoforge.rollout.users import OfflineUser
@@ -153,12 +153,12 @@ def test_batched_generator_serves_several_threads(policy):
 def test_run_eval_with_a_local_model(policy_dir, warehouse):
     from test_rollout_support import make_env
 
-    from autoforge.rollout import run_eval
+    from autoforge.pipeline.evaluate import run_eval
     from autoforge.warehouse import write_records
 
     tasks, dags = tasks_and_dags()
     write_records(warehouse, [make_env(), *TOOLS, *dags.values(), *tasks])
-    s = run_eval(warehouse, f"hf:{policy_dir}", "offline", trials=2, concurrency=3, max_turns=2,
+    s = run_eval(warehouse, agent=f"hf:{policy_dir}", user="offline", trials=2, concurrency=3, max_turns=2,
                  max_new_tokens=8, env_factory=local_env_factory)
     assert s["agent"] == f"hf:{policy_dir}" and s["n_episodes"] == 6
     assert set(s["terminations"]) <= {"max_turns", "user_stop", "user_gave_up"}, s["failures"]

@@ -7,15 +7,21 @@ log-probs (mask 1) and the new context — tool observations, the user's reply, 
 assistant header — tokenized on its own and appended (mask 0). Generated ids are never
 decoded and re-encoded into the sequence; the decoded text is only parsed for Hermes
 ``<tool_call>`` blocks. Earlier turns' ``<think>`` stays in the sequence (interleaved
-thinking, paper Sec. 3.4 / PAPER_NOTES §4.2).
+thinking, paper Sec. 3.4 / docs/paper_notes.md#interleaved-thinking).
 
 :class:`BatchedGenerator` lets many episode threads share one model: requests that arrive
 together are sampled as one left-padded batch (:func:`autoforge.rl.trajectory.generate_turn`).
 
 :func:`make_rollout_fn` is the plug-in the ERPO trainer calls:
-``rollout_fn(policy, tasks, n_per_task) -> list[Trajectory]`` — real episodes, reward from
-the state hash, ``valid=False`` when the user-error judge flagged the episode (MEU) or it
-could not be scored.
+``rollout_fn(policy, tasks, n_per_task) -> list[Trajectory]`` — real episodes played by the
+shared episode runner (:func:`autoforge.rollout.batch.play_episodes`, the one evaluation
+uses too), reward from the state hash, ``valid=False`` when the user-error judge flagged the
+episode (MEU) or it could not be scored.
+
+:func:`hf_agent_factory` is the agent factory of a local model directory, for evaluating it
+(``hf:<model dir>`` in :func:`autoforge.pipeline.evaluate.make_agent_factory`).
+
+Imports torch (through :mod:`autoforge.rl.policy`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
 from autoforge.rl import chat
-from autoforge.rl.policy import Policy, continuation_ids, prompt_ids
+from autoforge.rl.policy import Policy, continuation_ids, load_policy, prompt_ids
 from autoforge.rl.trajectory import Trajectory, TrajectoryBuilder, generate_turn
+from autoforge.envs.interface import default_env_factory
+from autoforge.rollout.batch import play_episodes
 from autoforge.rollout.engine import AgentContext, AgentTurn, EpisodeConfig, EpisodeOutcome
 from autoforge.rollout.judge import RuleJudge
 from autoforge.rollout.toolcalls import parse_hermes
@@ -175,8 +183,6 @@ def make_rollout_fn(
     threads; their generation requests are batched on the one model) and returns one
     Trajectory per episode. ``on_episodes(list[Episode])`` receives the transcripts (to store).
     """
-    from autoforge.rollout.evaluate import default_env_factory, evaluate_tasks
-
     user_factory = user_factory or (lambda task, plan, s: OfflineUser(task, plan, seed=s))
     calls = {"n": 0}
 
@@ -194,19 +200,37 @@ def make_rollout_fn(
                 trajs.append(t)
 
         try:
-            report = evaluate_tasks(
+            batch = play_episodes(
                 list(tasks), dags, tools_by_env,
                 agent_factory=lambda: HFAgent(policy, temperature=temperature, max_new_tokens=max_new_tokens, generator=gen),
                 user_factory=user_factory, agent_name="hf:policy", user_name="offline", trials=n_per_task,
                 error_rates=error_rates, judge=judge, concurrency=concurrency,
                 env_factory=env_factory or default_env_factory, config=config,
-                seed=seed + 1_000_003 * calls["n"], n_boot=1, on_episode=collect)
+                seed=seed + 1_000_003 * calls["n"], on_episode=collect)
         finally:
             gen.close()
         if on_episodes is not None:
-            on_episodes(report.episodes)
+            on_episodes(batch.episodes)
         order = {(t.task_id, i): k for k, (t, i) in enumerate((t, i) for i in range(n_per_task) for t in tasks)}
         trajs.sort(key=lambda t: order.get((t.task_id, t.metadata.get("trial", 0)), 0))
         return trajs
 
     return rollout_fn
+
+
+def hf_agent_factory(model_dir: str, *, temperature: float = 0.0, max_new_tokens: int = 1024, name: str | None = None,
+                     device: str = "auto") -> Callable[[], HFAgent]:
+    """A factory of :class:`HFAgent` over the model in ``model_dir``, for evaluation.
+
+    The model is loaded once; the agents of concurrent episodes share it through one
+    :class:`BatchedGenerator` (their turns are sampled as batches). Call ``factory.close()``
+    when the episodes are done.
+    """
+    policy = load_policy(model_dir, device=device)
+    gen = BatchedGenerator(policy)
+
+    def factory() -> HFAgent:
+        return HFAgent(policy, temperature=temperature, max_new_tokens=max_new_tokens, generator=gen, name=name)
+
+    factory.close = gen.close  # type: ignore[attr-defined]
+    return factory

@@ -1,0 +1,62 @@
+"""Stage 3 for one environment: tool graph -> random walks + merged pairs -> task DAGs (paper Sec. 3.2).
+
+:func:`sample_env` is the unit a stage runner fans out (one per environment); it takes records
+and returns records (:class:`SampleResult`), and never touches the warehouse: the pipeline
+(:mod:`autoforge.pipeline.sample`) reads its inputs and writes what it returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoforge.dags.build import DagKnobs, build_dags
+from autoforge.dags.graph import build_graph
+from autoforge.dags.sequences import StartRule, sample_sequences
+from autoforge.llm.record import drain_calls
+from autoforge.types import EnvironmentRecord, LLMCall, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence, content_id
+
+
+@dataclass
+class SampleResult:
+    """What one environment gave stage 3: its graph, sequences, DAGs and the drops with reasons."""
+
+    env_id: str
+    graph: ToolGraph
+    sequences: list[ToolSequence]
+    dags: list[TaskDag]
+    rejections: list[Rejection]
+    llm_calls: list[LLMCall] = field(default_factory=list)  # online backend: every call, for the warehouse
+
+    def records(self) -> list[Any]:
+        return [self.graph, *self.sequences, *self.dags, *self.rejections, *self.llm_calls]
+
+    def row(self, name: str = "") -> dict[str, Any]:
+        return {"environment": name or self.env_id, "edges": len(self.graph.edges),
+                "walks": sum(s.source == "walk" for s in self.sequences),
+                "merged": sum(s.source == "merge" for s in self.sequences), "dags": len(self.dags),
+                "rejected": len(self.rejections)}
+
+
+def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walks: int = 40, merges: int = 40,
+               min_len: int = 2, max_len: int = 5, start: StartRule = "lookup", dag_variants: int = 2,
+               client: Any = None, knobs: DagKnobs | None = None, run_id: str | None = None) -> SampleResult:
+    """Graph -> walks + merges -> DAGs for one environment."""
+    mine = [t for t in tools if t.env_id == env.env_id and t.status == "accepted"]
+    graph = build_graph(env, mine, client, run_id=run_id)
+    seqs = sample_sequences(graph, mine, walks, seed, min_len=min_len, max_len=max_len, start=start, n_merged=merges, env=env)
+    seqs = [s.model_copy(update={"run_id": run_id}) for s in seqs]
+    dags, rejections = build_dags(graph, seqs, mine, env, seed=seed, variants=dag_variants, knobs=knobs, run_id=run_id)
+    if not seqs:
+        rejections.append(Rejection(rejection_id=content_id("rej", "sample", env.env_id, "no_sequence"), stage="sample",
+                                    item_id=env.env_id, reason="no_sequence",
+                                    detail=f"no walk of {min_len}..{max_len} tools ending in a write (start={start})",
+                                    run_id=run_id))
+    return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id))
+
+
+def sample_counts(results: list[SampleResult], seconds: float) -> dict[str, Any]:
+    """The stage's counts for its run row and the funnel."""
+    return {"environments": len(results), "in": sum(len(r.sequences) for r in results),
+            "out": len({d.seq_id for r in results for d in r.dags}), "dags": sum(len(r.dags) for r in results),
+            "rejected": sum(len(r.rejections) for r in results), "seconds": round(seconds, 3)}

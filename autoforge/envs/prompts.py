@@ -1,0 +1,91 @@
+"""Prompt templates of environment synthesis (arXiv 2512.22857, Sec. 3.1).
+
+``state_schema`` (tool docs -> the state structure S), ``tool_code`` (one tool -> its Python
+source) and ``tool_repair`` (a rejected source and its failure -> a corrected source), used by
+:mod:`autoforge.envs.synthesis`. :data:`TOOL_CODE_CONTRACT` is the calling convention
+:mod:`autoforge.envs.sandbox` enforces, told to the LLM. See :mod:`autoforge.llm.prompting`
+for what a template is and how it is registered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoforge.envs import naming, sandbox
+from autoforge.llm.prompting import msgs, register, tool_brief
+
+
+@register("state_schema")
+def state_schema(toolset: str, tools: list[Any]) -> list[dict]:
+    """Tool docs -> the environment's state structure S (collections of records keyed by id)."""
+    system = (
+        "You design the database behind a set of tools. Give the collections the tools read and "
+        "write: plural name (orders), entity (order), primary key (order_id), a 1-3 letter id prefix "
+        "(O -> O0001), and fields with types; a field holding another entity's id names that "
+        "collection in `ref`; status fields list their `enum` values. Every id parameter and every "
+        "field of every tool output must live in some collection."
+    )
+    return msgs(system, {"toolset": toolset, "tools": [tool_brief(t) for t in tools]})
+
+
+def _tool_code_contract() -> str:
+    """The calling convention :mod:`autoforge.envs.sandbox` enforces, told to the LLM.
+
+    Built from the sandbox's own constants (clock, helpers, allowed imports), so the prompt
+    cannot drift from what the checks accept."""
+    modules = ", ".join(sorted(sandbox.MODULES))
+    return (
+        "Write one Python function named exactly as `python.function_name` says: "
+        "`def <function_name>(state, <param>, <optional_param>=None, ...)`, one keyword parameter per tool "
+        "argument, named as `python.parameters` maps the argument's public name (names that are not Python "
+        "identifiers, are keywords or would shadow a helper are renamed: `order-id` -> `order_id`, `from` -> "
+        "`from_`, `state` -> `state_`); optional ones default to None. `state` is a dict of collections, each "
+        "a dict of records keyed by id (records also hold their own id field). Read and mutate `state` in "
+        "place; return a JSON-serialisable dict. On a failed precondition (unknown id, wrong status, not "
+        "enough balance) return error(\"<reason>\") (that is {\"error\": \"<reason>\"}) without changing "
+        "state; never raise. Deterministic: new ids from next_id(state, collection, prefix) (O0007 after "
+        f"O0006), the clock is the constants NOW ({sandbox.NOW!r}) and TODAY ({sandbox.TODAY!r}); "
+        "add_days(date, n), copy(value) (deep copy) and error(msg) are available without import. No "
+        "randomness, clock calls, files, network, print, classes, `global`, or names/attributes starting "
+        f"with '_'. Imports only from: {modules}. Also give the JSON Schema of what the function returns on "
+        "success (output_schema), its effect (read or write) and the main collection."
+    )
+
+
+TOOL_CODE_CONTRACT = _tool_code_contract()
+
+
+def _python_names(tool: Any, function_name: str | None, arg_names: dict[str, str] | None) -> dict:
+    """The Python names the code must use (``python`` in the payload), from the tool's public names."""
+    brief = tool_brief(tool)
+    params = list(((brief.get("parameters") or {}).get("properties") or {}))
+    return {"function_name": function_name or naming.function_name(str(brief.get("name", "tool"))),
+            "parameters": arg_names if arg_names is not None else naming.argument_names(params)}
+
+
+@register("tool_code")
+def tool_code(tool: Any, schema: Any, *, sample_state: dict | None = None, contract: str = TOOL_CODE_CONTRACT,
+              function_name: str | None = None, arg_names: dict[str, str] | None = None) -> list[dict]:
+    """One tool's documentation + the state schema -> the tool's Python source.
+
+    ``contract`` is the runtime's calling convention (the environment runtime owns it; pass
+    its text if it differs from the default). ``function_name``/``arg_names`` are the Python
+    names to use (ToolCode.function_name, public -> Python argument names); by default they
+    are derived from the tool's public names (:mod:`autoforge.envs.naming`)."""
+    system = "You implement tools of a simulated environment over an in-memory database. " + contract
+    payload = {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names), "state_schema": schema}
+    if sample_state is not None:
+        payload["sample_state"] = sample_state
+    return msgs(system, payload)
+
+
+@register("tool_repair")
+def tool_repair(tool: Any, schema: Any, source: str, failure: str, *, contract: str = TOOL_CODE_CONTRACT,
+                function_name: str | None = None, arg_names: dict[str, str] | None = None) -> list[dict]:
+    """A rejected tool's source and the check that failed -> a corrected source."""
+    system = (
+        "You fix a tool implementation that failed an automatic check. Keep what works, fix the "
+        "cause named in `failure`, and return the whole corrected function. " + contract
+    )
+    return msgs(system, {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names),
+                         "state_schema": schema, "source": source, "failure": failure})

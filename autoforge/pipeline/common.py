@@ -1,0 +1,106 @@
+"""What every stage runner shares: the selection of environments, the stage's one write, the run row.
+
+Each stage module of :mod:`autoforge.pipeline` has the same four parts — a pydantic params model
+(used by the flow, the CLI and the library path alike, so the three cannot drift), ``load`` (what
+the stage reads from the warehouse), a per-environment unit that calls the pure stage function,
+and :func:`persist` (ONE transaction: DuckDB has one writer). Stage packages never import the
+warehouse; this package is the only one that reads or writes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from autoforge.errors import ConfigError
+from autoforge.types import EnvironmentRecord, Run, ToolCode, utcnow
+from autoforge.warehouse import query, read_records, table_exists, write_records
+
+BACKENDS = ("offline", "openai")
+
+
+class StageParams(BaseModel):
+    """Base of every stage's parameters: unknown fields are refused (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class EnvSelection(StageParams):
+    """Which environments a stage works on."""
+
+    env: str | None = Field(None, description="only this environment (tool-set name); None = every usable one")
+    env_ids: list[str] = Field(default_factory=list, description="only these environment ids (empty = no filter)")
+    max_envs: int | None = Field(None, description="at most this many environments, in name order (quick runs)")
+
+    def selection(self) -> dict[str, Any]:
+        """The selection as it is recorded in the run row."""
+        return {"env": self.env, "env_ids": sorted(self.env_ids), "max_envs": self.max_envs}
+
+
+class HasRecords(Protocol):
+    def records(self) -> list[Any]: ...
+
+
+def persist(warehouse: str | None, results: Iterable[HasRecords], run: Run) -> dict[str, int]:
+    """The stage's ONE write: every record of every environment's result, and the run row."""
+    return write_records(warehouse, [rec for res in results for rec in res.records()], run=run)
+
+
+def finish(run: Run, counts: dict[str, Any], failed: bool = False) -> Run:
+    """The run row once the stage is done (``failed`` when an environment's unit raised)."""
+    return run.model_copy(update={"status": "failed" if failed else "completed", "counts": counts, "finished_at": utcnow()})
+
+
+def client_for(backend: str | None) -> Any:
+    """None for the offline backend, else the configured LLM client (AUTOFORGE_OPENAI_*) with an
+    in-memory recorder that the stage units drain into their results."""
+    if backend in (None, "", "offline"):
+        return None
+    from autoforge.llm import MemoryRecorder, get_client
+
+    return get_client(backend=backend, recorder=MemoryRecorder())
+
+
+def ids_clause(column: str, ids: Iterable[str] | None) -> tuple[str | None, dict]:
+    """``column IN (:i0, :i1, ...)`` with its parameters; (None, {}) for no ids."""
+    ids = sorted(set(ids or []))
+    if not ids:
+        return None, {}
+    names = [f"i{k}" for k in range(len(ids))]
+    return f"{column} IN ({', '.join(':' + n for n in names)})", dict(zip(names, ids))
+
+
+def by_env(items: Iterable[Any]) -> dict[str, list[Any]]:
+    """Records grouped by their ``env_id``."""
+    out: dict[str, list[Any]] = {}
+    for x in items:
+        out.setdefault(x.env_id, []).append(x)
+    return out
+
+
+def load_environments(warehouse: str | None, sel: EnvSelection) -> tuple[list[EnvironmentRecord], list[ToolCode]]:
+    """Usable environments (ready or partial) of the selection, in name order, and their accepted tools."""
+    if not table_exists(warehouse, "environments"):
+        raise ConfigError("the warehouse has no environments yet: run `autoforge synthesize` (or `autoforge factory`) first")
+    where, params = ids_clause("env_id", sel.env_ids)
+    conds = [x for x in [where, "status IN ('ready', 'partial')"] if x]
+    if sel.env is not None:
+        conds.append("name = :env_name")
+        params["env_name"] = sel.env
+    envs = read_records(warehouse, EnvironmentRecord, " AND ".join(conds), params, order_by="name, env_id")
+    if sel.env is not None and not envs:
+        names = sorted({e.name for e in read_records(warehouse, EnvironmentRecord)})
+        raise ConfigError(f"no usable environment named {sel.env!r}; environments in the warehouse: {names or 'none'}")
+    if sel.max_envs is not None:
+        envs = envs[:sel.max_envs]
+    twhere, tparams = ids_clause("env_id", [e.env_id for e in envs])
+    tools = read_records(warehouse, ToolCode, " AND ".join(x for x in [twhere, "status = 'accepted'"] if x), tparams) if envs else []
+    return envs, tools
+
+
+def funnel_rows(warehouse: str | None) -> list[dict]:
+    """The factory's yield per stage (``v_stage_funnel``), for summaries and artifacts."""
+    if not table_exists(warehouse, "v_stage_funnel"):
+        return []
+    return query(warehouse, "SELECT * FROM v_stage_funnel", read_only_check=False)

@@ -1,0 +1,127 @@
+"""The factory without Prefect: ingest -> synthesize -> sample -> generate -> verify, one batch.
+
+:class:`FactoryParams` is the one description of a batch: the ``factory`` flow, ``autoforge
+factory`` and :func:`run_factory` all build each stage's parameters from it
+(:meth:`FactoryParams.stage_params`), so the flow path and the library path build the same run
+ids and store the same rows. The batch id is a hash of the parameters: re-running a batch
+upserts the same rows and adds none.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import Field
+
+from autoforge.errors import ConfigError
+from autoforge.pipeline import generate, ingest, sample, synthesize, verify
+from autoforge.pipeline.common import BACKENDS, StageParams, client_for, funnel_rows
+from autoforge.types import content_id
+
+STAGES = ("ingest", "synthesize", "sample", "generate", "verify")
+
+
+class FactoryParams(StageParams):
+    """Parameters of one factory batch (the same fields as the ``factory`` flow's parameters)."""
+
+    backend: str = Field("offline", description='"offline" (rules, no network) or "openai" (AUTOFORGE_OPENAI_*)')
+    tasks_per_env: int = Field(110, description="candidate tasks generated per environment before verification")
+    seed: int = Field(0, description="random seed of walks, merges and instantiation; same seed -> same batch")
+    env: str | None = Field(None, description="only this environment (tool-set name); None = all")
+    paths: list[str] = Field(default_factory=list, description="tool docs to ingest (files or folders)")
+    bundled: bool = Field(True, description="also ingest the bundled corpus")
+    max_envs: int | None = Field(None, description="cap on environments processed (quick runs)")
+    warehouse: str | None = Field(None, description="DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
+
+    def batch_id(self) -> str:
+        """Same parameters -> same batch id -> re-running adds no rows."""
+        return content_id("batch", self.model_dump(exclude={"warehouse"}))
+
+    def stage_params(self) -> dict[str, StageParams]:
+        """Each stage's parameters for this batch: the single place they are derived."""
+        sel = {"env": self.env, "max_envs": self.max_envs}
+        return {
+            "ingest": ingest.IngestParams(paths=self.paths, bundled=self.bundled),
+            "synthesize": synthesize.SynthesizeParams(backend=self.backend, **sel),
+            "sample": sample.SampleParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend, **sel),
+            "generate": generate.GenerateParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend, **sel),
+            "verify": verify.VerifyParams(**sel),
+        }
+
+    def validate_for_run(self) -> None:
+        """Fail fast, with what to change, on parameters that cannot work (e.g. typed into the Prefect UI)."""
+        from autoforge.settings import get_settings
+
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend {self.backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
+        if self.tasks_per_env <= 0:
+            raise ConfigError(f"tasks_per_env must be a positive number of tasks, got {self.tasks_per_env}")
+        if self.max_envs is not None and self.max_envs <= 0:
+            raise ConfigError(f"max_envs must be positive or empty (all environments), got {self.max_envs}")
+        if self.seed < 0:
+            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        if not self.paths and not self.bundled:
+            raise ConfigError("nothing to ingest: give paths (files or folders of tool docs) or set bundled=true")
+        for p in self.paths:
+            if not Path(p).exists():
+                raise ConfigError(f"tool-doc path {p!r} does not exist (paths are read on the machine running the flow)")
+        if self.backend == "openai" and not get_settings().openai_base_url:
+            raise ConfigError("backend 'openai' needs AUTOFORGE_OPENAI_BASE_URL (and AUTOFORGE_OPENAI_MODEL) set")
+        if self.warehouse is not None:
+            if not self.warehouse.strip():
+                raise ConfigError("warehouse is an empty string: give a DuckDB file path or SQLAlchemy URL, or leave it "
+                                  "unset for the default (AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
+            if "://" not in self.warehouse and Path(self.warehouse).expanduser().is_dir():
+                raise ConfigError(f"warehouse {self.warehouse!r} is a directory: give a file path inside it, "
+                                  f"e.g. {str(Path(self.warehouse) / 'autoforge.duckdb')!r}")
+        if self.env is not None:
+            known = self.known_environments()
+            if self.env not in known:
+                raise ConfigError(f"unknown environment {self.env!r}; valid environments: {', '.join(sorted(known))}")
+
+    def known_environments(self) -> set[str]:
+        """Tool-set names this batch can produce: those in its tool docs plus those already in the warehouse."""
+        from autoforge.tooldocs.ingest import ingest_paths
+        from autoforge.warehouse import query, table_exists
+        from autoforge.warehouse.engine import duckdb_path, resolve_url
+
+        names = {t.name for t in ingest_paths(self.stage_params()["ingest"].all_paths()).toolsets}
+        db = duckdb_path(resolve_url(self.warehouse))
+        if (db is None or db.exists()) and table_exists(self.warehouse, "toolsets"):
+            names |= {r["name"] for r in query(self.warehouse, "SELECT name FROM toolsets", read_only_check=False)}
+        return names
+
+
+def batch_id_for(params: FactoryParams) -> str:
+    """Same parameters -> same batch id -> re-running adds no rows."""
+    return params.batch_id()
+
+
+def run_factory(params: FactoryParams | None = None, progress: Callable[[str, dict], None] | None = None, **kw: Any) -> dict:
+    """The whole factory without Prefect; used by ``autoforge factory --no-prefect``, the benchmarks
+    and the tests. ``progress(stage, counts)`` is called after each stage."""
+    params = params or FactoryParams(**kw)
+    params.validate_for_run()
+    wh, batch = params.warehouse, params.batch_id()
+    sp = params.stage_params()
+    stages: dict[str, dict] = {}
+    report = progress or (lambda stage, counts: None)
+    t0 = time.perf_counter()
+
+    def timed(name: str, fn: Callable[[], dict]) -> None:
+        t = time.perf_counter()
+        out = fn()
+        counts = out.get("counts", out)
+        stages[name] = {**counts, "seconds": round(time.perf_counter() - t, 3)}
+        report(name, stages[name])
+
+    client = client_for(params.backend)
+    timed("ingest", lambda: ingest.run(wh, sp["ingest"], batch_id=batch))
+    timed("synthesize", lambda: synthesize.run(wh, sp["synthesize"], batch_id=batch))
+    timed("sample", lambda: sample.run(wh, sp["sample"], batch_id=batch, client=client))
+    timed("generate", lambda: generate.run(wh, sp["generate"], batch_id=batch, client=client))
+    timed("verify", lambda: verify.run(wh, sp["verify"], batch_id=batch))
+    return {"batch_id": batch, "stages": stages, "seconds": round(time.perf_counter() - t0, 3),
+            "funnel": funnel_rows(wh)}

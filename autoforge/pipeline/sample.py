@@ -1,0 +1,95 @@
+"""Stage 3 over the warehouse: tool graphs -> random walks + merged pairs -> task DAGs.
+
+``load`` reads the usable environments and their accepted tools; :func:`run_one` calls
+:func:`autoforge.dags.sample.sample_env` for one environment (the unit a flow fans out);
+:func:`~autoforge.pipeline.common.persist` writes graphs, sequences, DAGs and drops at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field
+
+from autoforge.dags.sample import SampleResult, sample_counts, sample_env
+from autoforge.dags.sequences import StartRule
+from autoforge.pipeline.common import EnvSelection, by_env, client_for, finish, load_environments, persist
+from autoforge.types import EnvironmentRecord, Run, ToolCode
+
+STAGE = "sample"
+MIN_WALKS = 40  # walks (and merges) per environment at least; more for bigger batches (DEFAULT, see walks_for)
+
+
+def walks_for(tasks_per_env: int) -> int:
+    """Walks per environment for a task target: about three tasks per sequence (each sequence gives
+    up to ``dag_variants`` DAGs, each DAG several instantiations), never fewer than MIN_WALKS."""
+    return max(MIN_WALKS, tasks_per_env // 3)
+
+
+class SampleParams(EnvSelection):
+    """Parameters of stage 3 (flow ``sample-tool-sequences``, the CLI's factory, the library path)."""
+
+    seed: int = Field(0, description="random seed of the walks, merges and reasoning choices (same seed -> same rows)")
+    tasks_per_env: int = Field(120, description="the task target downstream; sets the default walks and merges")
+    walks: int | None = Field(None, description="random walks per environment (None: walks_for(tasks_per_env))")
+    merges: int | None = Field(None, description="merged pairs of walks per environment (None: as many as walks)")
+    min_len: int = Field(2, description="shortest walk, in tool calls")
+    max_len: int = Field(5, description="longest walk, in tool calls")
+    start: StartRule = Field("lookup", description="where a walk may start (paper Sec. 3.2)")
+    dag_variants: int = Field(2, description="DAGs per sequence (different reasoning choices)")
+    backend: str = Field("offline", description='"offline" (name/type binding) or "openai" (the LLM judges candidate edges)')
+
+    @property
+    def n_walks(self) -> int:
+        return self.walks if self.walks is not None else walks_for(self.tasks_per_env)
+
+    @property
+    def n_merges(self) -> int:
+        return self.merges if self.merges is not None else self.n_walks
+
+    def run_row(self, batch_id: str | None = None) -> Run:
+        return Run.make(STAGE, {"seed": self.seed, **self.selection(), "walks": self.n_walks, "merges": self.n_merges,
+                                "min_len": self.min_len, "max_len": self.max_len, "start": self.start,
+                                "dag_variants": self.dag_variants, "method": self.backend}, batch_id)
+
+
+@dataclass
+class SampleInputs:
+    envs: list[EnvironmentRecord]
+    tools: dict[str, list[ToolCode]]
+
+
+def load(warehouse: str | None, params: SampleParams) -> SampleInputs:
+    envs, tools = load_environments(warehouse, params)
+    return SampleInputs(envs, by_env(tools))
+
+
+def run_one(env: EnvironmentRecord, tools: list[ToolCode], params: SampleParams, run_id: str,
+            client: Any = None) -> SampleResult:
+    """One environment (``client``: the LLM client of an online backend, built per unit when None)."""
+    client = client if client is not None else client_for(params.backend)
+    return sample_env(env, tools, params.seed, walks=params.n_walks, merges=params.n_merges, min_len=params.min_len,
+                      max_len=params.max_len, start=params.start, dag_variants=params.dag_variants, client=client,
+                      run_id=run_id)
+
+
+def run(warehouse: str | None, params: SampleParams | None = None, *, batch_id: str | None = None, client: Any = None,
+        **fields: Any) -> dict[str, Any]:
+    """The whole stage without Prefect; returns its counts."""
+    params = params or SampleParams(**fields)
+    row = params.run_row(batch_id)
+    t0 = time.perf_counter()
+    inp = load(warehouse, params)
+    client = client if client is not None else client_for(params.backend)
+    results = [run_one(e, inp.tools.get(e.env_id, []), params, row.run_id, client) for e in inp.envs]
+    counts = sample_counts(results, time.perf_counter() - t0)
+    persist(warehouse, results, finish(row, counts))
+    return counts
+
+
+def run_sample(warehouse: str | None, seed: int = 0, *, batch_id: str | None = None, client: Any = None,
+               **fields: Any) -> dict[str, Any]:
+    """Stage 3 over the warehouse (``fields``: any of :class:`SampleParams`)."""
+    return run(warehouse, SampleParams(seed=seed, **fields), batch_id=batch_id, client=client)

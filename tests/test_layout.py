@@ -1,0 +1,127 @@
+"""The package's layout rules, checked from the code itself (imports inside functions count):
+
+- stage packages take and return records: none of them imports the warehouse or the pipeline;
+- no two subpackages import each other, directly or through a chain;
+- nothing in the package or the flows points at a file outside the repository;
+- every ``autoforge COMMAND`` a message or docstring suggests is a real command.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "autoforge"
+STAGE_PACKAGES = ("tooldocs", "envs", "dags", "tasks", "rollout", "rl")
+
+
+def _modules(path: Path):
+    for f in sorted(path.rglob("*.py")):
+        yield f, ast.parse(f.read_text(), filename=str(f))
+
+
+def _imported(f: Path, tree: ast.AST) -> list[tuple[str, int]]:
+    """Every module ``f`` imports (absolute names), anywhere in the file."""
+    me = ["autoforge", *f.relative_to(PKG).with_suffix("").parts]
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            out += [(a.name, n.lineno) for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            if n.level:
+                base = me[:len(me) - n.level] if f.name != "__init__.py" else me[:len(me) - n.level + 1]
+                mod = ".".join(base + ([n.module] if n.module else []))
+            else:
+                mod = n.module or ""
+            out.append((mod, n.lineno))
+            out += [(f"{mod}.{a.name}", n.lineno) for a in n.names]  # `from autoforge import warehouse`
+    return out
+
+
+def _subpackage(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[0] == "autoforge" and (PKG / parts[1]).is_dir():
+        return parts[1]
+    return None
+
+
+def subpackage_graph() -> tuple[nx.DiGraph, dict[tuple[str, str], list[str]]]:
+    graph, where = nx.DiGraph(), {}
+    for f, tree in _modules(PKG):
+        rel = f.relative_to(PKG).parts
+        if len(rel) < 2:
+            continue  # top-level modules (types, errors, settings, dialogue, cli) are not subpackages
+        src = rel[0]
+        graph.add_node(src)
+        for mod, line in _imported(f, tree):
+            dst = _subpackage(mod)
+            if dst and dst != src:
+                graph.add_edge(src, dst)
+                where.setdefault((src, dst), []).append(f"{f.relative_to(ROOT)}:{line}")
+    return graph, where
+
+
+def test_stage_packages_never_touch_the_warehouse():
+    hits = []
+    for sub in STAGE_PACKAGES:
+        for f in (PKG / sub).rglob("*.py"):
+            for i, line in enumerate(f.read_text().splitlines(), 1):
+                if "autoforge.warehouse" in line:
+                    hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not hits, "stage packages must take and return records (the pipeline reads and writes):\n" + "\n".join(hits)
+    graph, where = subpackage_graph()
+    for sub in STAGE_PACKAGES:
+        for bad in ("warehouse", "pipeline"):
+            assert not graph.has_edge(sub, bad), where.get((sub, bad))
+
+
+def test_no_import_cycles_between_subpackages():
+    graph, where = subpackage_graph()
+    cycles = list(nx.simple_cycles(graph))
+    detail = [" -> ".join(c + [c[0]]) + ": " + "; ".join(
+        f"{a}->{b} at {where[(a, b)][0]}" for a, b in zip(c, c[1:] + c[:1])) for c in cycles]
+    assert not cycles, "subpackages import each other:\n" + "\n".join(detail)
+
+
+def test_the_checker_sees_imports_inside_functions(tmp_path):
+    src = "def f():\n    from autoforge.rl.policy import load_policy\n    from . import engine\n"
+    tree = ast.parse(src)
+    fake = PKG / "rollout" / "x.py"
+    names = [m for m, _ in _imported(fake, tree)]
+    assert "autoforge.rl.policy" in names and "autoforge.rollout" in names
+
+
+OUTSIDE = re.compile(r"DESIGN\.md|PAPER_NOTES|STYLE\.md|STACK_NOTES|\bshared/|\.\./")
+
+
+def test_nothing_points_outside_the_repository():
+    hits = []
+    for base in (PKG, ROOT / "flows"):
+        for f in base.rglob("*.py"):
+            for i, line in enumerate(f.read_text().splitlines(), 1):
+                m = OUTSIDE.search(line)
+                if m and not re.search(r"docs/[\w./-]*" + re.escape(m.group(0)), line):
+                    hits.append(f"{f.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not hits, "cite docs/ inside the repository instead:\n" + "\n".join(hits)
+    for cited in {m for base in (PKG, ROOT / "flows") for f in base.rglob("*.py")
+                  for m in re.findall(r"docs/[\w-]+\.md", f.read_text())}:
+        assert (ROOT / cited).is_file(), f"{cited} is cited but missing"
+
+
+def test_every_suggested_command_exists():
+    from autoforge.cli import COMMANDS
+
+    said = re.compile(r"`autoforge ([a-z][a-z-]*)")
+    missing = []
+    for base in (PKG, ROOT / "flows"):
+        for f, tree in _modules(base):
+            for n in ast.walk(tree):
+                if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                    for cmd in said.findall(n.value):
+                        if cmd not in COMMANDS:
+                            missing.append(f"{f.relative_to(ROOT)}:{n.lineno}: `autoforge {cmd}`")
+    assert not missing, "messages suggest commands that do not exist:\n" + "\n".join(missing)
