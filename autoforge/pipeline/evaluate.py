@@ -19,10 +19,9 @@ from typing import Any, Iterable
 
 from pydantic import Field
 
-from autoforge.envs.interface import EnvFactory
+from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.errors import ConfigError
 from autoforge.pipeline.common import StageParams
-from autoforge.envs.interface import default_env_factory
 from autoforge.rollout.batch import AgentFactory
 from autoforge.rollout.engine import EpisodeConfig
 from autoforge.rollout.evaluate import (AGENT_NAMES, USER_NAMES, evaluate_tasks, format_report, make_user_factory,
