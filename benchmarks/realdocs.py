@@ -1,0 +1,112 @@
+"""The factory on real tool documentation: one fresh warehouse per tool set, offline backend.
+
+    .venv/bin/python benchmarks/realdocs.py [--corpus DIR] [--tasks-per-env 110] [--only NAME ...] [--json OUT]
+
+DIR is a folder of tool-set folders (one folder = one tool set, in any format ``autoforge ingest``
+reads), e.g. a checkout's copy of public projects' tool docs. Per tool set it prints: tools
+ingested and accepted; read / write / unknown tools; write tools reachable from a read in the
+tool graph; collections and reference fields of the state structure; verified tasks, distinct
+gold tool sequences and write tools used by them. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import networkx as nx
+
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "realdocs"
+
+
+def reachable_writes(graph, tools) -> tuple[int, int]:
+    """(write tools reachable from some read tool through graph edges, write tools)."""
+    effect = {t.name: t.effect for t in tools}
+    g = nx.DiGraph()
+    g.add_nodes_from(effect)
+    g.add_edges_from((e.src, e.dst) for e in (graph.edges if graph else []))
+    writes = {n for n, e in effect.items() if e == "write"}
+    reached: set[str] = set()
+    for r in (n for n, e in effect.items() if e == "read"):
+        reached |= nx.descendants(g, r)
+    return len(writes & reached), len(writes)
+
+
+def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
+    from autoforge.errors import AutoforgeError
+    from autoforge.pipeline import FactoryParams, run_factory
+    from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph
+    from autoforge.warehouse import apply_migrations, read_records
+
+    wh = os.path.join(tempfile.mkdtemp(prefix="af_realdocs_"), "w.duckdb")
+    apply_migrations(wh)
+    row: dict = {"toolset": folder.name}
+    t0 = time.perf_counter()
+    try:
+        run_factory(FactoryParams(paths=[str(folder)], bundled=False, tasks_per_env=tasks_per_env, seed=seed, warehouse=wh))
+    except AutoforgeError as exc:
+        row["error"] = str(exc).splitlines()[0][:120]
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    envs = read_records(wh, EnvironmentRecord)
+    tools = read_records(wh, ToolCode)
+    accepted = [t for t in tools if t.status == "accepted"]
+    graphs = {g.env_id: g for g in read_records(wh, ToolGraph)}
+    tasks = [t for t in read_records(wh, Task) if t.status == "verified"]
+    row["tools"] = sum(e.n_tools for e in envs)
+    row["accepted"] = len(accepted)
+    for eff in ("read", "write", "unknown"):
+        row[eff] = sum(t.effect == eff for t in accepted)
+    reach = [reachable_writes(graphs.get(e.env_id), [t for t in accepted if t.env_id == e.env_id]) for e in envs]
+    row["writes_reachable"] = f"{sum(r for r, _ in reach)}/{sum(w for _, w in reach)}"
+    cols = [c for e in envs for c in e.state_schema.collections]
+    row["collections"] = len(cols)
+    row["links"] = sum(1 for c in cols for f in c.fields if f.ref)
+    row["edges"] = sum(len(g.edges) for g in graphs.values())
+    row["verified_tasks"] = len(tasks)
+    seqs = {tuple(c.name for c in t.gold_calls) for t in tasks}
+    row["distinct_sequences"] = len(seqs)
+    writes = {t.name for t in accepted if t.effect == "write"}
+    used = {c.name for t in tasks for c in t.gold_calls} & writes
+    row["writes_used"] = f"{len(used)}/{len(writes)}"
+    return row
+
+
+COLUMNS = ["toolset", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
+           "writes_reachable", "verified_tasks", "distinct_sequences", "writes_used", "seconds"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help=f"folder of tool-set folders (default {DEFAULT_CORPUS})")
+    ap.add_argument("--tasks-per-env", type=int, default=110)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", nargs="*", default=None, help="only these tool-set folder names")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    if not args.corpus.is_dir():
+        print(f"no corpus at {args.corpus}: give --corpus DIR (a folder of tool-set folders)", file=sys.stderr)
+        return 2
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    folders = sorted(p for p in args.corpus.iterdir() if p.is_dir() and (args.only is None or p.name in args.only))
+    rows = []
+    print("  ".join(f"{c:>{max(len(c), 8)}}" if c != "toolset" else f"{c:<28}" for c in COLUMNS), flush=True)
+    for folder in folders:
+        r = measure(folder, args.tasks_per_env, args.seed)
+        rows.append(r)
+        print("  ".join(f"{str(r.get(c, '')):>{max(len(c), 8)}}" if c != "toolset" else f"{r[c]:<28}" for c in COLUMNS)
+              + (f"  ERROR {r['error']}" if "error" in r else ""), flush=True)
+    n = len(rows)
+    print(f"\n{n} tool sets; with >= 1 verified task: {sum(r['verified_tasks'] > 0 for r in rows)}; "
+          f">= 50: {sum(r['verified_tasks'] >= 50 for r in rows)}; verified tasks in all: {sum(r['verified_tasks'] for r in rows)}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
