@@ -26,6 +26,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
+from autoforge.envs.domains import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
@@ -81,6 +82,11 @@ class ValueGen:
         if isinstance(ftype, list):
             ftype = next((t for t in ftype if t != "null"), "string")
         sample = _sample_value(self.env, coll.name, name) if coll else None
+        if ftype == "string":
+            dom = domain_for(name, schema, siblings=[x.name for x in coll.fields] if coll else (),
+                             description=f.description if f else "")
+            if dom is not None:
+                return dom.draw(rng)
         if ftype == "boolean":
             return rng.random() < 0.5
         if ftype == "integer":
@@ -163,8 +169,10 @@ class WorldFiller:
             return f"{pat[0]}{self.rng.randint(1, 9):0{pat[1]}d}"
         return None
 
-    def fill(self, name: str, template: Any, schema: dict | None, coll: CollectionSpec | None, person=None, depth: int = 0) -> Any:
-        """A fresh value for ``name`` like ``template`` (a sample value) and valid for ``schema``."""
+    def fill(self, name: str, template: Any, schema: dict | None, coll: CollectionSpec | None, person=None, depth: int = 0,
+             siblings: tuple[str, ...] | None = None) -> Any:
+        """A fresh value for ``name`` like ``template`` (a sample value) and valid for ``schema``;
+        ``siblings``: the other keys of the object it sits in (default: the collection's fields)."""
         schema = schema if isinstance(schema, dict) else {}
         if depth > 4:
             return template
@@ -191,7 +199,8 @@ class WorldFiller:
             props = schema.get("properties") or {}
             tmpl = template if isinstance(template, dict) else {}
             keys = list(dict.fromkeys(list(tmpl) + list(props)))
-            return {k: self.fill(k, tmpl.get(k), props.get(k), coll, person, depth + 1) for k in keys}
+            return order_pairs({k: self.fill(k, tmpl.get(k), props.get(k), coll, person, depth + 1, tuple(keys))
+                                for k in keys})
         if stype == "array" or isinstance(template, list):
             items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
             tmpl = template if isinstance(template, list) else []
@@ -217,6 +226,11 @@ class WorldFiller:
             return v
         if stype == "boolean" or isinstance(template, bool):
             return self.rng.random() < 0.5
+        if siblings is None:
+            siblings = tuple(f.name for f in coll.fields) if coll else ()
+        dom = domain_for(name, schema, siblings=siblings)
+        if dom is not None:
+            return dom.draw(self.rng)
         fmt = schema.get("format")
         if fmt == "date":
             return self.gen.date()
@@ -232,6 +246,8 @@ class WorldFiller:
 
 def _field_schema(f: FieldSpec) -> dict:
     out: dict[str, Any] = {"type": f.type}
+    if f.description:
+        out["description"] = f.description
     if f.enum:
         out["enum"] = f.enum
     if f.type == "array" and getattr(f, "items", None):
@@ -296,7 +312,7 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
             for k, v in tmpl.items():  # fields the sample has but the schema does not list
                 if k not in rec:
                     rec[k] = filler.fill(k, v, None, c, person)
-            recs[rid] = rec
+            recs[rid] = order_pairs(rec)  # start before end, check-in before check-out
         state[c.name] = recs
     for c in colls:  # pass 2: scalar references
         for f in c.fields:
@@ -471,6 +487,7 @@ class FactChooser:
         v = None
         for i in range(12):
             v = filler.fill(arg, template, schema, coll)
+            v = order_pairs({**args, arg: v})[arg]  # an end after the start already chosen
             if v != current and (v not in taken or i >= 8):
                 return v
         return v

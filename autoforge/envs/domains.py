@@ -1,0 +1,193 @@
+"""Value domains: what values a field or an argument can take, inferred from the documentation.
+
+Synthesized state and task arguments draw from these domains instead of from generic words, so
+a US state is a US state ("WA", not "archived"), a country a country, an airport field an IATA
+code, a birth date lies in the past, and a documented vocabulary ("one of 'economy',
+'business' or 'first'") is kept. The signals, in order: an explicit ``enum``; the vocabulary or
+example a description quotes; the field's name and its neighbours (``state`` beside ``city`` and
+``zip`` is a region, ``state`` beside ``status`` words is not); the JSON Schema ``format`` and
+``pattern``. :func:`domain_for` returns None where nothing is known, and callers keep their own
+defaults. :func:`order_pairs` puts paired dates in order (start before end, check-in before
+check-out). Pure functions; deterministic given the caller's ``random.Random``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any, Callable, Iterable
+
+US_STATES = ["AL", "AZ", "CA", "CO", "CT", "FL", "GA", "IL", "MA", "MD", "MI", "MN", "NC", "NJ", "NY", "OH", "OR",
+             "PA", "TX", "VA", "WA", "WI"]
+US_STATE_NAMES = ["California", "Texas", "New York", "Washington", "Oregon", "Colorado", "Illinois", "Massachusetts",
+                  "Florida", "Georgia", "Ohio", "Virginia"]
+COUNTRY_CODES = ["US", "CA", "GB", "DE", "FR", "JP", "AU", "ES", "IT", "NL", "SE", "BR", "MX", "IN"]
+COUNTRY_NAMES = ["United States", "Canada", "United Kingdom", "Germany", "France", "Japan", "Australia", "Spain",
+                 "Italy", "Netherlands", "Sweden", "Brazil", "Mexico", "India"]
+AIRPORTS = ["JFK", "LAX", "SFO", "ORD", "SEA", "BOS", "ATL", "DFW", "DEN", "MIA", "LHR", "CDG", "NRT", "FRA", "AMS"]
+CITIES = ["Seattle", "Austin", "Boston", "Denver", "Chicago", "Portland", "San Diego", "Atlanta", "Miami", "Phoenix"]
+CURRENCIES = ["USD", "EUR", "GBP", "JPY", "CAD", "AUD"]
+LANGUAGES = ["en", "es", "fr", "de", "ja", "pt"]
+BIRTH_FIRST, BIRTH_LAST = date(1950, 1, 1), date(2004, 12, 31)  # adults, born well before the tools' 2025 clock
+
+# ``start`` -> ``end`` name pairs whose values must be ordered (dates, times, or numbers of the same kind)
+PAIR_WORDS = [("start", "end"), ("check_in", "check_out"), ("checkin", "checkout"), ("departure", "return"),
+              ("depart", "return"), ("from", "to"), ("begin", "finish"), ("pickup", "dropoff"), ("pick_up", "drop_off"),
+              ("min", "max"), ("valid_from", "valid_to"), ("open", "close")]
+
+_QUOTED = re.compile(r"""['"`‘’“”]([^'"`‘’“”\n]{1,40})['"`‘’“”]""")
+_VOCAB_CUE = re.compile(r"\b(?:one of|options?|either|allowed|valid values?|possible values?|can be|must be|accepted|"
+                        r"choices?|values?:|such as|for example|like)\b|\be\.g\.", re.IGNORECASE)
+_EXAMPLE_CUE = re.compile(r"\b(?:such as|for example|like|format)\b|\be\.g\.", re.IGNORECASE)
+_PAREN_LIST = re.compile(r"\(([A-Za-z][\w ]{0,20}(?:\s*[,/|]\s*[A-Za-z][\w ]{0,20}){1,9})\)")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A named value domain and how to draw from it."""
+
+    name: str
+    draw: Callable[[random.Random], Any]
+    values: tuple = ()  # a finite vocabulary, when the domain is one
+
+
+def _choice(name: str, values: Iterable[Any]) -> Domain:
+    vals = tuple(values)
+    return Domain(name, lambda rng: rng.choice(vals), vals)
+
+
+def _words(name: str) -> list[str]:
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
+    return [w for w in re.split(r"[^a-zA-Z0-9]+", s.lower()) if w]
+
+
+def quoted_vocabulary(description: str) -> list[str]:
+    """The values a description lists as the choices of a field ("one of 'a', 'b' or 'c'",
+    "(economy, business, first)"); [] when it lists fewer than two or gives no cue."""
+    text = description or ""
+    if not _VOCAB_CUE.search(text) and not _PAREN_LIST.search(text):
+        return []
+    vals = [v.strip() for v in _QUOTED.findall(text) if v.strip()]
+    if len(vals) < 2:
+        m = _PAREN_LIST.search(text)
+        vals = [v.strip() for v in re.split(r"\s*[,/|]\s*", m.group(1))] if m else []
+    vals = list(dict.fromkeys(v for v in vals if len(v.split()) <= 3 and not v.endswith((".", ":"))))
+    return vals if len(vals) >= 2 else []
+
+
+def example_value(description: str) -> str | None:
+    """One example a description gives for an identifier-like value ("such as 'INV-00042'")."""
+    if not _EXAMPLE_CUE.search(description or ""):
+        return None
+    for v in _QUOTED.findall(description or ""):
+        if re.fullmatch(r"[A-Za-z]{0,6}[-_]?\d{2,10}|[A-Z0-9]{2,12}(-[A-Z0-9]{2,12})*", v) and any(ch.isdigit() for ch in v):
+            return v
+    return None
+
+
+def like_example(example: str) -> Domain:
+    """Values shaped like ``example``: letters and separators kept, every digit redrawn."""
+
+    def draw(rng: random.Random) -> str:
+        return "".join(str(rng.randint(0, 9)) if ch.isdigit() else ch for ch in example)
+
+    return Domain(f"like:{example}", draw)
+
+
+def _random_date(rng: random.Random, first: date, last: date) -> str:
+    return (first + timedelta(days=rng.randint(0, (last - first).days))).isoformat()
+
+
+def domain_for(name: str, schema: dict | None = None, *, siblings: Iterable[str] = (), description: str = "") -> Domain | None:
+    """The domain of a field or argument named ``name`` (JSON Schema ``schema``, neighbouring field
+    names ``siblings``, extra ``description`` text), or None when the docs say nothing specific."""
+    schema = schema if isinstance(schema, dict) else {}
+    typ = schema.get("type")
+    typ = next((t for t in typ if t != "null"), None) if isinstance(typ, list) else typ
+    text = " ".join(x for x in (schema.get("description") or "", description) if isinstance(x, str))
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return _choice("enum", schema["enum"])
+    words = _words(name)
+    sib = {w for s in siblings for w in _words(s)}
+    low = text.lower()
+    if typ in (None, "string"):
+        vocab = quoted_vocabulary(text)
+        if vocab and not any(w in words for w in ("id", "name", "email", "description")):
+            return _choice("documented", vocab)
+        ex = example_value(text)
+        if ex and ("id" in words or "number" in words or "code" in words or "reference" in words):
+            return like_example(ex)
+        if "birth" in words or "dob" in words or "birthday" in words or "born" in low:
+            return Domain("birth_date", lambda rng: _random_date(rng, BIRTH_FIRST, BIRTH_LAST))
+        if "airport" in words or "iata" in low or "airport" in low and any(w in words for w in (
+                "origin", "destination", "from", "to", "departure", "arrival")):
+            return _choice("airport", AIRPORTS)
+        if "country" in words:
+            two = schema.get("maxLength") == 2 or "code" in words or "iso" in low or "two-letter" in low
+            return _choice("country", COUNTRY_CODES if two else COUNTRY_NAMES)
+        addressy = {"city", "zip", "zipcode", "postal", "street", "address", "country"} & (sib | set(words))
+        if words[-1:] in (["state"], ["province"], ["region"]) and (addressy or "us state" in low or "province" in low):
+            full = "full" in low or "name of the state" in low
+            return _choice("us_state", US_STATE_NAMES if full else US_STATES)
+        if words[-1:] == ["city"] or words == ["city"]:
+            return _choice("city", CITIES)
+        if "currency" in words:
+            return _choice("currency", CURRENCIES)
+        if words[-1:] in (["language"], ["lang"], ["locale"]):
+            return _choice("language", LANGUAGES)
+    return None
+
+
+def pair_of(name: str) -> tuple[str, str] | None:
+    """(role, stem) when ``name`` is one end of an ordered pair: ``check_in_date`` -> ("start", "check_in")."""
+    n = "_".join(_words(name))
+    for a, b in PAIR_WORDS:
+        for word, role in ((a, "start"), (b, "end")):
+            if re.search(rf"(^|_){re.escape(word)}($|_)", n):
+                return role, re.sub(rf"(^|_){re.escape(word)}($|_)", r"\1#\2", n, count=1)
+    return None
+
+
+def _shift(value: Any, later_than: Any) -> Any:
+    """``value`` moved just after ``later_than`` (same type: ISO date / date-time / number)."""
+    if isinstance(value, (int, float)) and isinstance(later_than, (int, float)) and not isinstance(value, bool):
+        return type(value)(later_than + max(1, abs(later_than) * 0.1 if isinstance(value, float) else 1))
+    if isinstance(value, str) and isinstance(later_than, str):
+        try:
+            if len(later_than) == 10:
+                return (date.fromisoformat(later_than) + timedelta(days=2)).isoformat()
+            head = later_than[:10]
+            return (date.fromisoformat(head) + timedelta(days=2)).isoformat() + later_than[10:]
+        except ValueError:
+            return value
+    return value
+
+
+def _comparable(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return False
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return True
+    return isinstance(a, str) and isinstance(b, str) and bool(re.match(r"^\d{4}-\d{2}-\d{2}", a)) \
+        and bool(re.match(r"^\d{4}-\d{2}-\d{2}", b))
+
+
+def order_pairs(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` (a record or a call's arguments) with each ordered pair in order: an end that is
+    not after its start is moved after it. Nested objects are ordered too. Returns a new dict."""
+    out = {k: (order_pairs(v) if isinstance(v, dict) else v) for k, v in values.items()}
+    starts: dict[str, str] = {}
+    for k in out:
+        p = pair_of(k)
+        if p and p[0] == "start":
+            starts[p[1]] = k
+    for k in list(out):
+        p = pair_of(k)
+        if not p or p[0] != "end" or p[1] not in starts:
+            continue
+        s = out[starts[p[1]]]
+        if _comparable(out[k], s) and not out[k] > s:
+            out[k] = _shift(out[k], s)
+    return out
