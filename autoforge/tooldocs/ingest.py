@@ -26,6 +26,7 @@ from typing import Iterable
 from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.errors import ToolDocError
+from autoforge.tooldocs.effects import classify_toolset
 from autoforge.tooldocs.markdown import NEEDS_LLM_MESSAGE
 from autoforge.tooldocs.parse import parse_document
 from autoforge.tooldocs.source import SUPPORTED_SUFFIXES, read_text
@@ -272,6 +273,14 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
             )
             result.specs.append(spec)
             tool_ids.append(spec.tool_id)
+
+    # Effects judged over the whole tool set (a set of pure functions reads); only "unknown" ever changes.
+    first = len(result.specs) - len(tool_ids)
+    effects, _kind = classify_toolset(result.specs[first:])
+    for i in range(first, len(result.specs)):
+        spec = result.specs[i]
+        if effects.get(spec.name, spec.effect) != spec.effect:
+            result.specs[i] = spec.model_copy(update={"effect": effects[spec.name]})
 
     if tool_ids:
         result.toolsets.append(

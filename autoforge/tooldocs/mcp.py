@@ -14,7 +14,7 @@ from typing import Any
 
 from autoforge.errors import ToolDocError
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
-from autoforge.tooldocs.effects import explicit_effect, mcp_effect, verb_effect
+from autoforge.tooldocs.effects import explicit_effect, mcp_effect, tool_effect
 from autoforge.tooldocs.schema import RefResolver, check_schema, object_schema
 
 
@@ -84,7 +84,7 @@ def _parse_tool(tool: Any, pointer: str, path: str, resolver: RefResolver) -> Pa
     effect = (
         mcp_effect(tool.get("annotations"), path, f"{pointer}/annotations")
         or explicit_effect(tool, path, pointer)
-        or verb_effect(name, description)
+        or tool_effect(name, description, parameters)
     )
     return ParsedTool(
         name=name, description=description, parameters=parameters, output_schema=output_schema,

@@ -11,7 +11,8 @@ Accepted shapes (docs/design.md#stage-1-ingest):
 ``parameters`` is full JSON Schema; every local ``$ref`` is inlined. Outputs are not part of
 the OpenAI format; this project reads an optional ``output_schema`` (or ``outputSchema``)
 key on the function, which the tool-graph stage uses for name/type binding. An ``x-effect``
-("read"/"write") or ``readOnly`` key on the function overrides the verb heuristic.
+("read"/"write") or ``readOnly`` key on the function overrides the heuristics of
+:mod:`autoforge.tooldocs.effects` (name, description, arguments).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from autoforge.errors import ToolDocError
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
-from autoforge.tooldocs.effects import explicit_effect, verb_effect
+from autoforge.tooldocs.effects import explicit_effect, tool_effect
 from autoforge.tooldocs.schema import RefResolver, check_schema, object_schema
 
 CONTAINER_KEYS = ("tools", "functions")
@@ -99,7 +100,7 @@ def _parse_item(item: Any, pointer: str, path: str, resolver: RefResolver) -> Pa
             check_schema(output_schema, path, out_ptr)
             break
 
-    effect = explicit_effect(fn, path, fn_ptr) or verb_effect(name, description)
+    effect = explicit_effect(fn, path, fn_ptr) or tool_effect(name, description, parameters)
     return ParsedTool(
         name=name, description=description, parameters=parameters, output_schema=output_schema,
         effect=effect, location=fn_ptr,

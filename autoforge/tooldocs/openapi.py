@@ -9,7 +9,8 @@
   cookie parameters are transport details (auth, tracing) and are not tool arguments;
 * output schema: the JSON schema of the first 2xx response (200, 201, ..., then ``2XX``);
 * effect: ``x-effect`` on the operation if present, else HTTP semantics (GET/HEAD read,
-  POST/PUT/PATCH/DELETE write).
+  POST/PUT/PATCH/DELETE write, unless the description says nothing changes: "does not modify
+  any data").
 
 Every ``$ref`` into ``components`` is resolved. Swagger 2.0 is rejected (convert it first).
 """
@@ -213,7 +214,7 @@ def _operation(route: str, method: str, op: Any, shared: Any, pointer: str, doc:
                 output_schema = None
             break
 
-    effect = explicit_effect(op, path, pointer) or method_effect(method)
+    effect = explicit_effect(op, path, pointer) or method_effect(method, description)
     return ParsedTool(
         name=name, description=description, parameters=parameters, output_schema=output_schema,
         effect=effect, location=pointer,
