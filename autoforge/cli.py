@@ -151,6 +151,10 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
     summary = run_synthesis(_wh(args), env=args.env, backend=args.backend, max_envs=args.max_envs)
     print_rows(summary["table"], title="synthesized environments")
+    rules = [{"environment": e["env"], **{k: v for k, v in (e.get("rules") or {}).items() if k != "not_enforced_by_kind"}}
+             for e in summary.get("environments", []) if e.get("rules")]
+    if rules:
+        print_rows(rules, title="rules from the prose (v_environment_rules)")
     c = summary["counts"]
     print(", ".join(f"{k}={v}" for k, v in c.items()))
     return 0

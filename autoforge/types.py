@@ -193,6 +193,23 @@ class ToolCode(Record):
     arg_map: dict[str, str] = Field(default_factory=dict)  # public argument name -> Python parameter, where they differ
 
 
+class ToolRule(Record):
+    """A rule a tool's prose states (autoforge.envs.rules), how the code enforces it, and its probe."""
+
+    rule_id: str  # content_id("rule", env_id, tool, index, kind, text)
+    env_id: str
+    tool_id: str
+    tool: str  # tool name
+    kind: Literal["source_status", "result_status", "side_effect", "constraint", "unparsed"]
+    text: str  # the sentence it came from
+    field: str | None = None  # the record field (status, frozen_at) or the parameter it constrains
+    values: list[Any] = Field(default_factory=list)  # allowed / resulting statuses, NOW, numbers of a constraint
+    enforcement: Literal["code", "not enforced"] = "not enforced"
+    probe: Literal["passed", "failed", "none"] = "none"  # the synthesis probe of an enforced rule
+    probe_detail: str | None = None  # what the probe saw
+    run_id: str | None = None
+
+
 # --------------------------------------------------------------------------- stage 3: graphs and DAGs
 
 

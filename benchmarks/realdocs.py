@@ -40,7 +40,7 @@ def reachable_writes(graph, tools) -> tuple[int, int]:
 def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     from autoforge.errors import AutoforgeError
     from autoforge.pipeline import FactoryParams, run_factory
-    from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph
+    from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph, ToolRule
     from autoforge.warehouse import apply_migrations, read_records
 
     wh = os.path.join(tempfile.mkdtemp(prefix="af_realdocs_"), "w.duckdb")
@@ -73,11 +73,17 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     writes = {t.name for t in accepted if t.effect == "write"}
     used = {c.name for t in tasks for c in t.gold_calls} & writes
     row["writes_used"] = f"{len(used)}/{len(writes)}"
+    rules = read_records(wh, ToolRule)
+    row["rules_found"] = len(rules)
+    row["rules_enforced"] = sum(r.enforcement == "code" for r in rules)
+    row["rules_probe_passed"] = sum(r.probe == "passed" for r in rules)
+    row["rules_unparsed"] = sum(r.kind == "unparsed" for r in rules)
     return row
 
 
 COLUMNS = ["toolset", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
-           "writes_reachable", "verified_tasks", "distinct_sequences", "writes_used", "seconds"]
+           "writes_reachable", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
+           "rules_probe_passed", "rules_unparsed", "seconds"]
 
 
 def main() -> int:

@@ -576,6 +576,8 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
             c.status_words += [w for w in status_words(spec.description) if w not in c.status_words]
         if plan.kind == "create" and plan.other:
             c.add(f"{plan.other}_id", {"type": "string"})
+        if plan.effect == "write" and plan.kind in WRITE_KINDS | {"generic"}:
+            _add_prose_rules(c, spec, plan)
     for c in b.colls.values():
         nested = [unwrap(v)["enum"] for f in c.fields.values() if f.type == "object" and f.properties
                   for k, v in f.properties.items() if k == "status" and isinstance(v, dict) and unwrap(v).get("enum")]
@@ -592,6 +594,24 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         name = toolset.name if isinstance(toolset, ToolSet) else str(toolset)
         b.coll(nm.singular(nm.snake(name)) or "record")
     return b.build()
+
+
+def _add_prose_rules(c: _Coll, spec: ToolSpec, plan: ToolPlan) -> None:
+    """What the prose's status rules need in the record (autoforge.envs.rules): a status field
+    holding the statuses they name ("only for a draft invoice", "becomes 'escalated'") and the
+    timestamp fields they record ("records frozen_at")."""
+    from autoforge.envs.rules import status_mentions
+
+    src, res, stamps = status_mentions(spec, plan.entity)
+    if plan.kind != "delete" and (src or res):
+        c.add("status", {"type": "string"})
+        c.status_words += [w for w in src + res if w and w not in c.status_words]
+        if res and plan.kind != "delete":
+            c.status_targets.append(res[:1])
+    if plan.kind != "delete":
+        for f in stamps:
+            if nm.is_identifier(f):
+                c.add(f, {"type": "string", "format": "date" if f.endswith(("_on", "_date")) else "date-time"})
 
 
 def _suffix_field(name: str, fields: Any) -> str | None:

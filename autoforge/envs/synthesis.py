@@ -29,6 +29,7 @@ from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.sample import sample_arguments, sample_state
 from autoforge.envs.schema_offline import plan_tools, offline_state_schema
 from autoforge.envs import naming as nm
+from autoforge.envs.rules import probe_rules, rule_counts, tool_rules
 from autoforge.envs.templates import offline_tool_code
 from autoforge.errors import ConfigError, LLMError
 from autoforge.types import (
@@ -39,6 +40,7 @@ from autoforge.types import (
     Rejection,
     StateSchema,
     ToolCode,
+    ToolRule,
     ToolSet,
     ToolSpec,
     content_id,
@@ -70,13 +72,14 @@ class SynthesisResult:
     tools: list[ToolCode]
     rejections: list[Rejection]
     llm_calls: list[LLMCall] = field(default_factory=list)
+    rules: list[ToolRule] = field(default_factory=list)  # rules the tools' prose states (autoforge.envs.rules)
 
     @property
     def accepted(self) -> list[ToolCode]:
         return [t for t in self.tools if t.status == "accepted"]
 
     def records(self) -> list[Any]:
-        return [self.environment, *self.tools, *self.rejections, *self.llm_calls]
+        return [self.environment, *self.tools, *self.rejections, *self.llm_calls, *self.rules]
 
     def summary(self) -> dict[str, Any]:
         env = self.environment
@@ -85,6 +88,7 @@ class SynthesisResult:
             "n_tools": env.n_tools, "n_accepted": env.n_tools_accepted,
             "acceptance": round(env.n_tools_accepted / env.n_tools, 3) if env.n_tools else 0.0,
             "rejected": {t.name: t.reason for t in self.tools if t.status == "rejected"},
+            "rules": rule_counts(self.rules),
         }
 
 
@@ -136,7 +140,38 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
             tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
             rejections.append(_rejection(env_id, spec, res, 1, run_id))
         tools.append(tool)
-    return _finish(toolset, "offline", schema, state, env_id, tools, rejections, run_id)
+    result = _finish(toolset, "offline", schema, state, env_id, tools, rejections, run_id)
+    result.rules = _offline_rules(env_id, specs, drafts, tools, state, schema, plans, cspecs, run_id)
+    return result
+
+
+def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list[ToolCode], state: dict,
+                   schema: StateSchema, plans: dict, cspecs: list[ToolSpec], run_id: str | None) -> list[ToolRule]:
+    """Every tool's prose rules as records; each rule the accepted code enforces is probed in the sandbox."""
+    from autoforge.envs.runtime import Environment
+
+    out: list[ToolRule] = []
+    accepted = [t for t in tools if t.status == "accepted"]
+    env = None
+    try:
+        for spec, cspec, draft, tool in zip(specs, cspecs, drafts, tools):
+            rows = tool_rules(env_id, spec, draft.rules, run_id)
+            if tool.status != "accepted":
+                rows = [r.model_copy(update={"enforcement": "not enforced"}) for r in rows]
+            elif any(r.enforcement == "code" for r in rows):
+                if env is None:
+                    env = Environment(accepted, env_id=env_id)
+                kind = plans[cspec.name].kind
+
+                def args_for(st: dict, idx: int, spec=spec, tool=tool, kind=kind) -> dict:
+                    return smoke_arguments(spec, st, schema, tool.collection, kind, idx, tool.arg_map)
+
+                rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, kind, args_for)
+            out += rows
+    finally:
+        if env is not None:
+            env.close()
+    return out
 
 
 MAX_SMOKE_RECORDS = 8  # sample records tried as the smoke call's subject before settling for an error observation

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.envs import naming as nm
+from autoforge.envs.rules import ParsedRule, parse_rules
 from autoforge.envs.schema_offline import (
     AMOUNT_PARAMS,
     ToolPlan,
@@ -77,6 +78,7 @@ class ToolDraft:
     output_schema: dict[str, Any] | None
     function_name: str = ""  # the Python function (ToolCode.function_name)
     arg_map: dict[str, str] | None = None  # public -> Python argument names, where they differ (ToolCode.arg_map)
+    rules: list[ParsedRule] = field(default_factory=list)  # rules the prose states; enforcement "code" where written
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -168,6 +170,51 @@ class Ctx:
         self.required = set((spec.parameters or {}).get("required") or [])
         self.py = nm.argument_names(list(self.params), nm.CODE_RESERVED | RESERVED)  # public -> Python name
         self.db = "state"  # the sandbox requires the first parameter to be named ``state``
+        self._rules: dict[str, list[ParsedRule]] = {}
+
+    def rules(self) -> list[ParsedRule]:
+        """The rules the tool's prose states, read against the current main collection."""
+        if self.coll.name not in self._rules:
+            self._rules[self.coll.name] = parse_rules(self.spec, self.coll, self.plan.verb, self.plan.target_status)
+        return self._rules[self.coll.name]
+
+    def _in_enum(self, values: list) -> list[str]:
+        sf = self.status_field()
+        enum = {str(e).lower(): e for e in (sf.enum or [])} if sf is not None else {}
+        return list(dict.fromkeys(enum[str(v).lower()] for v in values if str(v).lower() in enum))
+
+    def source_rule(self, target: str | None) -> tuple[ParsedRule | None, list[str]]:
+        """The first source-status rule whose statuses the collection has, and those statuses."""
+        for r in self.rules():
+            if r.kind == "source_status":
+                allowed = [v for v in self._in_enum(r.values) if v != target]
+                if allowed:
+                    return r, allowed
+        return None, []
+
+    def result_rule(self) -> tuple[ParsedRule | None, str | None]:
+        """The first result-status rule whose status the collection has, and that status."""
+        for r in self.rules():
+            if r.kind == "result_status":
+                got = self._in_enum(r.values)
+                if got:
+                    return r, got[0]
+        return None, None
+
+    def emit_rule_effects(self, c: Code, status_done: bool = False, stamped: set[str] | None = None) -> None:
+        """The stated result status (unless the template set it) and the stated timestamps."""
+        rule, value = self.result_rule()
+        if rule is not None and not status_done:
+            c(f"record['status'] = {value!r}")
+            rule.enforcement = "code"
+        stamped = set(stamped or ())
+        for r in self.rules():
+            if r.kind == "side_effect" and r.field and nm.is_identifier(r.field):
+                if r.field not in stamped:
+                    fmt = self.fields[r.field].format if r.field in self.fields else None
+                    c(f"record[{r.field!r}] = {'TODAY' if fmt == 'date' else 'NOW'}")
+                    stamped.add(r.field)
+                r.enforcement = "code"
 
     def set_main(self, coll: CollectionSpec) -> None:
         """Make ``coll`` the collection the tool reads or writes (recorded as ToolCode.collection)."""
@@ -277,6 +324,9 @@ class Ctx:
         sf = self.status_field()
         if sf is None or not sf.enum:
             return None
+        rule, from_rule = self.source_rule(target)
+        if rule is not None:
+            return from_rule
         enum = [e for e in sf.enum if isinstance(e, str)]
         allowed, forbidden = status_rules(self.spec.description, enum, self.coll.entity, target)
         if allowed:
@@ -286,6 +336,9 @@ class Ctx:
 
     def emit_status_precondition(self, c: Code, verb_text: str, target: str | None) -> None:
         allowed = self.allowed_from(target)
+        rule, from_rule = self.source_rule(target)
+        if rule is not None and allowed == from_rule:
+            rule.enforcement = "code"
         if target is not None:
             c(f"if record.get('status') == {target!r}:")
             c(f"    return {{'error': {self.coll.entity.replace('_', ' ') + ' '!r} + str(record.get({self.coll.primary_key!r})) + ' is already {target}'}}")
@@ -485,6 +538,8 @@ def t_create(x: Ctx) -> tuple[str, dict]:
         if stock:
             c(f"if {x.v(p)} is not None:")
             c(f"    {x.db}[{rcoll.name!r}][{x.v(p)}][{stock!r}] = ({x.db}[{rcoll.name!r}][{x.v(p)}].get({stock!r}) or 0) - {qty_v}")
+    if "status" in x.fields:
+        x.emit_rule_effects(c)
     c(f"{x.table()}[new_id] = record")
     c("return copy.deepcopy(record)")
     return c.text(), record_schema(coll)
@@ -515,6 +570,7 @@ def t_update(x: Ctx) -> tuple[str, dict]:
             c(f"    changed.append({f!r})")
         c("if not changed:")
         c(f"    return {{'error': 'nothing to update: give at least one of {', '.join(p for p, _ in sets)}'}}")
+    x.emit_rule_effects(c, status_done="status" not in x.fields)
     if "updated_at" in x.fields:
         c("record['updated_at'] = NOW")
     c("return copy.deepcopy(record)")
@@ -554,6 +610,10 @@ def t_status(x: Ctx) -> tuple[str, dict]:
     sf = x.status_field()
     enum = list(sf.enum or []) if sf else []
     target = next((t for t in x.plan.target_status if t in enum), x.plan.target_status[0] if x.plan.target_status else "done")
+    rule, stated = x.result_rule()
+    if rule is not None:
+        target = stated
+        rule.enforcement = "code"
     c = Code()
     for line in x.signature(x.spec.description):
         c(line)
@@ -575,6 +635,7 @@ def t_status(x: Ctx) -> tuple[str, dict]:
         c(f"    record[{f!r}] = {x.v(p)}")
     if f"{target}_at" in x.fields:
         c(f"record[{target + '_at'!r}] = NOW")
+    x.emit_rule_effects(c, status_done=True, stamped={f"{target}_at"} if f"{target}_at" in x.fields else None)
     if "updated_at" in x.fields:
         c("record['updated_at'] = NOW")
     if x.plan.verb == "refund":
@@ -607,7 +668,7 @@ def t_delete(x: Ctx) -> tuple[str, dict]:
         c(line)
     c.indent()
     x.emit_fetch(c, pk)
-    if x.allowed_from(None) and status_words(x.spec.description):
+    if x.allowed_from(None) and (status_words(x.spec.description) or x.source_rule(None)[0] is not None):
         x.emit_status_precondition(c, "deleted", None)
     c(f"{x.db}[{x.coll.name!r}].pop({x.v(pk)})")
     c(f"return {{{x.coll.primary_key!r}: {x.v(pk)}, 'deleted': True}}")
@@ -723,6 +784,8 @@ def t_link(x: Ctx, unlink: bool = False) -> tuple[str, dict]:
             continue
         c(f"if {x.v(p)} is not None:")
         c(f"    record[{(x.field_for(p) or nm.snake(p))!r}] = {x.v(p)}")
+    if target is own:
+        x.emit_rule_effects(c, status_done="status" not in x.fields)
     if "updated_at" in {f.name for f in target.fields}:
         c("record['updated_at'] = NOW")
     c("return copy.deepcopy(record)")
@@ -802,6 +865,7 @@ def t_amount(x: Ctx) -> tuple[str, dict]:
         f = x.field_for(p) or nm.snake(p)
         c(f"if {x.v(p)} is not None:")
         c(f"    record[{f!r}] = {x.v(p)}")
+    x.emit_rule_effects(c, status_done="status" not in x.fields)
     if "updated_at" in x.fields:
         c("record['updated_at'] = NOW")
     c("return copy.deepcopy(record)")
@@ -829,4 +893,5 @@ def offline_tool_code(spec: ToolSpec, plan: ToolPlan, schema: StateSchema) -> To
     x = Ctx(spec, plan, schema)
     source, out = TEMPLATES[plan.kind](x)
     return ToolDraft(name=spec.name, source=source, kind=plan.kind, collection=x.coll.name,
-                     effect=plan.effect, output_schema=out, function_name=func_name(spec.name), arg_map=x.arg_map)
+                     effect=plan.effect, output_schema=out, function_name=func_name(spec.name), arg_map=x.arg_map,
+                     rules=x.rules())

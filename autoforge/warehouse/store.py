@@ -31,6 +31,7 @@ TABLES: dict[type[T.Record], tuple[str, tuple[str, ...]]] = {
     T.ToolSet: ("toolsets", ("toolset_id",)),
     T.EnvironmentRecord: ("environments", ("env_id",)),
     T.ToolCode: ("tool_code", ("code_id",)),
+    T.ToolRule: ("tool_rules", ("rule_id",)),
     T.ToolGraph: ("tool_graphs", ("graph_id",)),
     T.ToolSequence: ("tool_sequences", ("seq_id",)),
     T.TaskDag: ("task_dags", ("dag_id",)),
