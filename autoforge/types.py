@@ -119,6 +119,7 @@ class ToolSet(Record):
     doc_ids: list[str] = Field(default_factory=list)
     tool_ids: list[str] = Field(default_factory=list)
     n_tools: int = 0
+    kind: Literal["stateful", "stateless"] = "stateful"  # stateless: no tool can change state (math, web search)
     run_id: str | None = None
 
 

@@ -40,7 +40,7 @@ def reachable_writes(graph, tools) -> tuple[int, int]:
 def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     from autoforge.errors import AutoforgeError
     from autoforge.pipeline import FactoryParams, run_factory
-    from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph, ToolRule
+    from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph, ToolRule, ToolSet
     from autoforge.warehouse import apply_migrations, read_records
 
     wh = os.path.join(tempfile.mkdtemp(prefix="af_realdocs_"), "w.duckdb")
@@ -57,6 +57,7 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     accepted = [t for t in tools if t.status == "accepted"]
     graphs = {g.env_id: g for g in read_records(wh, ToolGraph)}
     tasks = [t for t in read_records(wh, Task) if t.status == "verified"]
+    row["kind"] = ",".join(sorted({t.kind for t in read_records(wh, ToolSet)})) or "-"
     row["tools"] = sum(e.n_tools for e in envs)
     row["accepted"] = len(accepted)
     for eff in ("read", "write", "unknown"):
@@ -81,7 +82,7 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     return row
 
 
-COLUMNS = ["toolset", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
+COLUMNS = ["toolset", "kind", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
            "writes_reachable", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
            "rules_probe_passed", "rules_unparsed", "seconds"]
 

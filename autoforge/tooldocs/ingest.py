@@ -276,7 +276,7 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
 
     # Effects judged over the whole tool set (a set of pure functions reads); only "unknown" ever changes.
     first = len(result.specs) - len(tool_ids)
-    effects, _kind = classify_toolset(result.specs[first:])
+    effects, kind = classify_toolset(result.specs[first:])
     for i in range(first, len(result.specs)):
         spec = result.specs[i]
         if effects.get(spec.name, spec.effect) != spec.effect:
@@ -291,6 +291,7 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
                 doc_ids=doc_ids,
                 tool_ids=tool_ids,
                 n_tools=len(tool_ids),
+                kind=kind,
                 run_id=run_id,
             )
         )
