@@ -151,13 +151,23 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
 
     summary = run_synthesis(_wh(args), env=args.env, backend=args.backend, max_envs=args.max_envs)
     print_rows(summary["table"], title="synthesized environments")
-    rules = [{"environment": e["env"], **{k: v for k, v in (e.get("rules") or {}).items() if k != "not_enforced_by_kind"}}
-             for e in summary.get("environments", []) if e.get("rules")]
-    if rules:
-        print_rows(rules, title="rules from the prose (v_environment_rules)")
+    from autoforge.pipeline.synthesize import environment_checks
+
+    checks = environment_checks(_wh(args), [e["env_id"] for e in summary.get("environments", [])])
+    print_rows([{"environment": r["name"], "kind": r["kind"],
+                 "writes reachable": f"{r['n_writes_reachable']}/{r['n_write_tools']}",
+                 "rules found / enforced / probe ok": f"{r['n_rules']} / {r['n_rules_enforced']} / {r['n_rules_probe_passed']}",
+                 "writes no read leads to": _names(r["writes_unreachable"])} for r in checks],
+               title="acceptance checks (autoforge sql \"SELECT * FROM v_environment_checks\")")
     c = summary["counts"]
     print(", ".join(f"{k}={v}" for k, v in c.items()))
     return 0
+
+
+def _names(value: Any, most: int = 4) -> str:
+    """A JSON list of names as a short comma list ("a, b, c +2 more")."""
+    names = json.loads(value) if isinstance(value, str) else list(value or [])
+    return (", ".join(names[:most]) + (f" +{len(names) - most} more" if len(names) > most else "")) or "-"
 
 
 def _prefect_env() -> None:

@@ -170,6 +170,8 @@ class EnvironmentRecord(Record):
     n_tools: int
     n_tools_accepted: int
     reason: str | None = None
+    n_write_tools: int = 0  # accepted write tools
+    writes_unreachable: list[str] = Field(default_factory=list)  # write tools no read tool leads to in the tool graph
     run_id: str | None = None
 
 

@@ -60,3 +60,19 @@ def sample_counts(results: list[SampleResult], seconds: float) -> dict[str, Any]
     return {"environments": len(results), "in": sum(len(r.sequences) for r in results),
             "out": len({d.seq_id for r in results for d in r.dags}), "dags": sum(len(r.dags) for r in results),
             "rejected": sum(len(r.rejections) for r in results), "seconds": round(seconds, 3)}
+
+
+def unreachable_writes(graph: ToolGraph, tools: list[ToolCode]) -> list[str]:
+    """Accepted write tools that no read tool leads to through ``graph``'s edges: a task can never
+    find the record they act on, so no walk starting at a read ever reaches them."""
+    import networkx as nx
+
+    effect = {t.name: t.effect for t in tools if t.status == "accepted"}
+    g = nx.DiGraph()
+    g.add_nodes_from(effect)
+    g.add_edges_from((e.src, e.dst) for e in graph.edges if e.src in effect and e.dst in effect)
+    reached: set[str] = set()
+    for name, eff in effect.items():
+        if eff == "read":
+            reached |= nx.descendants(g, name)
+    return sorted(n for n, eff in effect.items() if eff == "write" and n not in reached)

@@ -11,11 +11,13 @@ from typing import Any
 
 from pydantic import Field
 
+from autoforge.dags.graph import build_graph
+from autoforge.dags.sample import unreachable_writes
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table, select_toolsets, synthesize_environment, toolset_specs
 from autoforge.errors import ConfigError
 from autoforge.pipeline.common import StageParams, persist
 from autoforge.types import Run, ToolSet, ToolSpec
-from autoforge.warehouse import read_records, table_exists
+from autoforge.warehouse import query, read_records, table_exists
 
 STAGE = "synthesize"
 
@@ -62,6 +64,17 @@ def synthesize_one(toolset: ToolSet, specs: list[ToolSpec], backend: str = "offl
     client, recorder = make_client(backend, settings)
     result = synthesize_environment(toolset, specs, client=client, run_id=run_id, settings=settings)
     result.llm_calls = [c.model_copy(update={"run_id": c.run_id or run_id}) for c in recorder.drain()]
+    return with_reachability(result)
+
+
+def with_reachability(result: SynthesisResult) -> SynthesisResult:
+    """The environment record with its linkage check: the accepted write tools, and those no read
+    tool leads to in the offline tool graph (stage 3 builds the same graph)."""
+    env, accepted = result.environment, result.accepted
+    graph = build_graph(env, accepted)
+    result.environment = env.model_copy(update={
+        "n_write_tools": sum(t.effect == "write" for t in accepted),
+        "writes_unreachable": unreachable_writes(graph, accepted)})
     return result
 
 
@@ -105,3 +118,10 @@ def run_synthesis(warehouse: str | None, env: str | None = None, backend: str = 
                   batch_id: str | None = None, max_envs: int | None = None, settings: Any = None) -> dict[str, Any]:
     """Synthesize environments for the tool sets in the warehouse and store the results."""
     return run(warehouse, SynthesizeParams(env=env, backend=backend, max_envs=max_envs), batch_id=batch_id, settings=settings)
+
+
+def environment_checks(warehouse: str | None, env_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of ``v_environment_checks`` (acceptance, state or not, write tools reachable from a
+    read, rules found / enforced / probed), for these environments or all."""
+    rows = query(warehouse, "SELECT * FROM v_environment_checks ORDER BY name", read_only_check=False)
+    return [r for r in rows if env_ids is None or r["env_id"] in set(env_ids)]
