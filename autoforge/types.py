@@ -172,6 +172,7 @@ class EnvironmentRecord(Record):
     reason: str | None = None
     n_write_tools: int = 0  # accepted write tools
     writes_unreachable: list[str] = Field(default_factory=list)  # write tools no read tool leads to in the tool graph
+    writes_standalone: list[str] = Field(default_factory=list)  # of those, the ones needing no stored id (create, login)
     run_id: str | None = None
 
 

@@ -5,7 +5,7 @@
 DIR is a folder of tool-set folders (one folder = one tool set, in any format ``autoforge ingest``
 reads), e.g. a checkout's copy of public projects' tool docs. Per tool set it prints: tools
 ingested and accepted; read / write / unknown tools; write tools reachable from a read in the
-tool graph; collections and reference fields of the state structure; verified tasks, distinct
+tool graph (and "usable": reachable, or needing no stored id, like a create); collections and reference fields of the state structure; verified tasks, distinct
 gold tool sequences and write tools used by them. Prints figures; asserts nothing.
 """
 
@@ -64,6 +64,7 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
         row[eff] = sum(t.effect == eff for t in accepted)
     reach = [reachable_writes(graphs.get(e.env_id), [t for t in accepted if t.env_id == e.env_id]) for e in envs]
     row["writes_reachable"] = f"{sum(r for r, _ in reach)}/{sum(w for _, w in reach)}"
+    row["writes_usable"] = f"{sum(r for r, _ in reach) + sum(len(e.writes_standalone) for e in envs)}/{sum(w for _, w in reach)}"
     cols = [c for e in envs for c in e.state_schema.collections]
     row["collections"] = len(cols)
     row["links"] = sum(1 for c in cols for f in c.fields if f.ref)
@@ -83,7 +84,7 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
 
 
 COLUMNS = ["toolset", "kind", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
-           "writes_reachable", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
+           "writes_reachable", "writes_usable", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
            "rules_probe_passed", "rules_unparsed", "seconds"]
 
 

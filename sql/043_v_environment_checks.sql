@@ -3,7 +3,7 @@
 -- tools a read leads to in the tool graph, and how many stated rules the code enforces.
 CREATE OR REPLACE VIEW v_environment_checks AS
 WITH environments_ AS (                            -- import: the environments as synthesized
-    SELECT env_id, name, toolset_id, status, n_tools, n_tools_accepted, n_write_tools, writes_unreachable
+    SELECT env_id, name, toolset_id, status, n_tools, n_tools_accepted, n_write_tools, writes_unreachable, writes_standalone
     FROM environments
 ),
 toolsets_ AS (                                     -- import: the tool sets (stateful | stateless)
@@ -22,7 +22,10 @@ SELECT
     e.n_write_tools - json_array_length(e.writes_unreachable) AS n_writes_reachable,  -- write tools a read leads to
     CASE WHEN e.n_write_tools = 0 THEN NULL
          ELSE round(1.0 - json_array_length(e.writes_unreachable) / e.n_write_tools, 3) END AS reachable_share,  -- share of write tools reachable (NULL: no writes)
-    e.writes_unreachable,                                            -- write tools no read leads to (why tasks never use them)
+    e.writes_unreachable,                                            -- write tools no read leads to
+    e.n_write_tools - json_array_length(e.writes_unreachable) + json_array_length(e.writes_standalone)
+        AS n_writes_usable,                                          -- reachable from a read, or needing no stored id (a task can start there)
+    e.writes_standalone,                                             -- unreachable writes needing no stored id (create, login)
     coalesce(r.n_rules, 0) AS n_rules,                               -- rules the prose states (any kind)
     coalesce(r.n_enforced, 0) AS n_rules_enforced,                   -- rules the tool code enforces
     coalesce(r.n_probe_passed, 0) AS n_rules_probe_passed,           -- enforced rules whose probe passed

@@ -30,6 +30,8 @@ def test_checks_are_stored_and_match_the_tool_graph(warehouse):
         row = rows[env.name]
         assert row["n_writes_reachable"] == env.n_write_tools - len(env.writes_unreachable)
         assert 0 <= row["reachable_share"] <= 1
+        assert set(env.writes_standalone) <= set(env.writes_unreachable)
+        assert row["n_writes_usable"] == row["n_writes_reachable"] + len(env.writes_standalone)
 
 
 def test_a_stateless_tool_set_is_recognized_and_has_no_writes(warehouse):

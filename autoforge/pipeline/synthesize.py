@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from autoforge.dags.graph import build_graph
+from autoforge.dags.graph import build_graph, is_key_param, key_fields, required_params
 from autoforge.dags.sample import unreachable_writes
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table, select_toolsets, synthesize_environment, toolset_specs
 from autoforge.errors import ConfigError
@@ -72,9 +72,13 @@ def with_reachability(result: SynthesisResult) -> SynthesisResult:
     tool leads to in the offline tool graph (stage 3 builds the same graph)."""
     env, accepted = result.environment, result.accepted
     graph = build_graph(env, accepted)
+    unreachable = unreachable_writes(graph, accepted)
+    keys = key_fields(env)
+    by_name = {t.name: t for t in accepted}
     result.environment = env.model_copy(update={
         "n_write_tools": sum(t.effect == "write" for t in accepted),
-        "writes_unreachable": unreachable_writes(graph, accepted)})
+        "writes_unreachable": unreachable,
+        "writes_standalone": [n for n in unreachable if not any(is_key_param(p, keys) for p in required_params(by_name[n]))]})
     return result
 
 
