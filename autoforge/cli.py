@@ -236,6 +236,26 @@ def cmd_factory(args: argparse.Namespace) -> int:
     params = _factory_params(args, bundled=args.bundled or not args.paths)
     result = run_factory_cli(params, use_prefect=not args.no_prefect)
     print_factory_summary(_wh(args), result)
+    return print_environment_yield(_wh(args), result.get("environments") or [])
+
+
+def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
+    """The per-environment yield table; the exit code (EMPTY_EXIT_CODE when an environment of the
+    batch yields no verified task, with why on stderr)."""
+    from autoforge.pipeline import EMPTY_EXIT_CODE, empty_environments, environment_yield
+
+    rows = environment_yield(warehouse, names)
+    print_rows([{"environment": r["name"], "kind": r["kind"], "tools": r["n_tools_accepted"], "edges": r["n_edges"],
+                 "sequences": r["n_sequences"], "dags": r["n_dags"], "generated": r["n_generated"],
+                 "verified": r["n_verified"], "top drops": r["generate_drops"] or r["sample_drops"] or "-"}
+                for r in rows], title="per environment (autoforge sql \"SELECT * FROM v_environment_funnel\")")
+    empty = empty_environments(rows)
+    for r in empty:
+        print(f"no verified task for environment {r['name']!r}: {r['why_empty']}", file=sys.stderr)
+    if empty:
+        print(f"{len(empty)} of {len(rows)} environment(s) yielded no task (exit code {EMPTY_EXIT_CODE}); see "
+              "`autoforge sql \"SELECT name, why_empty FROM v_environment_funnel\"`", file=sys.stderr)
+        return EMPTY_EXIT_CODE
     return 0
 
 
@@ -409,7 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--max-envs", type=int, default=None, help="at most this many environments")
         s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
 
-    s = sub.add_parser("factory", parents=[common], help="run ingest -> synthesize -> sample -> generate -> verify")
+    s = sub.add_parser("factory", parents=[common], help="run ingest -> synthesize -> sample -> generate -> verify",
+                       description="Run the whole factory on one batch of tool docs and print the stage funnel, the "
+                                   "curated corpus and each environment's yield.",
+                       epilog="Exit codes: 0 every environment of the batch yields verified tasks; 3 an environment "
+                              "yields none (the reason is printed, and stored in v_environment_funnel.why_empty); "
+                              "2 bad parameters or input.")
     s.add_argument("paths", nargs="*", metavar="PATH", help="tool docs to ingest (default: the bundled corpus)")
     s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
     factory_args(s, 110)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from autoforge.pipeline import FactoryParams, funnel_rows
+from autoforge.pipeline import FactoryParams, environment_yield, funnel_rows
 from flows.generate import generate_flow
 from flows.ingest import ingest_flow
 from flows.sample import sample_flow
@@ -48,9 +48,10 @@ def factory_flow(
     params.validate_for_run()
     batch_id = params.batch_id()
     get_run_logger().info("factory batch %s", batch_id)
+    outputs = {}
     for name, stage_params in params.stage_params().items():
         fields = stage_params.model_dump(exclude={"env_ids"})  # the flows take a name selection, not ids
-        SUBFLOWS[name](**fields, warehouse=warehouse, batch_id=batch_id)
+        outputs[name] = SUBFLOWS[name](**fields, warehouse=warehouse, batch_id=batch_id)
     rows = funnel_rows(warehouse)
     create_table_artifact(key="factory-funnel", table=rows, description=f"Stage funnel after batch {batch_id}")
     create_markdown_artifact(
@@ -59,4 +60,8 @@ def factory_flow(
             f"- **{r['stage']}**: {r['items_in']} in, {r['items_out']} out" for r in rows
         ]),
     )
-    return {"batch_id": batch_id, "funnel": rows}
+    names = [e["env"] for e in outputs["synthesize"]["environments"]]
+    yields = environment_yield(warehouse, names)
+    create_table_artifact(key="factory-environments", table=yields or [{"name": "(none)"}],
+                          description=f"Per-environment yield of batch {batch_id} (v_environment_funnel)")
+    return {"batch_id": batch_id, "funnel": rows, "environments": names}

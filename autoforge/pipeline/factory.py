@@ -19,6 +19,7 @@ from autoforge.errors import ConfigError
 from autoforge.pipeline import generate, ingest, sample, synthesize, verify
 from autoforge.pipeline.common import BACKENDS, StageParams, client_for, funnel_rows
 from autoforge.types import content_id
+from autoforge.warehouse import query
 
 STAGES = ("ingest", "synthesize", "sample", "generate", "verify")
 
@@ -118,10 +119,32 @@ def run_factory(params: FactoryParams | None = None, progress: Callable[[str, di
         report(name, stages[name])
 
     client = client_for(params.backend)
+    synthesized: list[str] = []
+
+    def synthesize_stage() -> dict:
+        out = synthesize.run(wh, sp["synthesize"], batch_id=batch)
+        synthesized.extend(e["env"] for e in out["environments"])
+        return out
+
     timed("ingest", lambda: ingest.run(wh, sp["ingest"], batch_id=batch))
-    timed("synthesize", lambda: synthesize.run(wh, sp["synthesize"], batch_id=batch))
+    timed("synthesize", synthesize_stage)
     timed("sample", lambda: sample.run(wh, sp["sample"], batch_id=batch, client=client))
     timed("generate", lambda: generate.run(wh, sp["generate"], batch_id=batch, client=client))
     timed("verify", lambda: verify.run(wh, sp["verify"], batch_id=batch))
     return {"batch_id": batch, "stages": stages, "seconds": round(time.perf_counter() - t0, 3),
-            "funnel": funnel_rows(wh)}
+            "funnel": funnel_rows(wh), "environments": synthesized}
+
+
+EMPTY_EXIT_CODE = 3  # `autoforge factory`: an environment the batch was asked for yields no verified task
+
+
+def environment_yield(warehouse: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of ``v_environment_funnel`` (per environment: edges, sequences, DAGs, tasks generated
+    and verified, top drop reasons, and ``why_empty`` when nothing was verified), for ``names`` or all."""
+    rows = query(warehouse, "SELECT * FROM v_environment_funnel ORDER BY name", read_only_check=False)
+    return [r for r in rows if names is None or r["name"] in set(names)]
+
+
+def empty_environments(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The environments of ``rows`` that yield no verified task."""
+    return [r for r in rows if not r["n_verified"]]

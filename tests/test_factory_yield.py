@@ -1,0 +1,45 @@
+"""No silent zero: the factory says, per environment, what each stage yielded, and exits non-zero
+(with why) when an environment it was asked for yields no verified task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoforge.cli import main
+from autoforge.pipeline import EMPTY_EXIT_CODE, environment_yield
+
+FIXTURES = Path(__file__).parent / "fixtures" / "realstyle"
+
+
+def test_a_tool_set_that_cannot_yield_tasks_exits_non_zero_and_says_why(tmp_path, capsys):
+    wh = str(tmp_path / "w.duckdb")
+    rc = main(["factory", "--no-prefect", "--warehouse", wh, "--tasks-per-env", "10",
+               str(FIXTURES / "effects_calculator.json")])
+    out = capsys.readouterr()
+    assert rc == EMPTY_EXIT_CODE == 3
+    assert "no verified task for environment 'effects_calculator'" in out.err and "stateless" in out.err
+    assert "v_environment_funnel" in out.out
+    (row,) = environment_yield(wh, ["effects_calculator"])
+    assert row["n_verified"] == 0 and row["kind"] == "stateless" and row["why_empty"].startswith("stateless")
+
+
+def test_a_batch_whose_environments_all_yield_exits_zero(tmp_path, capsys):
+    wh = str(tmp_path / "w.duckdb")
+    rc = main(["factory", "--no-prefect", "--warehouse", wh, "--tasks-per-env", "8", "--env", "retail"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    rows = environment_yield(wh, ["retail"])
+    assert rows[0]["n_verified"] > 0 and rows[0]["why_empty"] is None
+    assert rows[0]["n_edges"] > 0 and rows[0]["n_dags"] > 0
+
+
+def test_why_empty_names_the_first_stage_that_came_up_empty(tmp_path):
+    from autoforge.pipeline import run_factory
+
+    wh = str(tmp_path / "w.duckdb")
+    # a CRUD set in a real-doc style; whatever it yields, an empty environment always says why
+    run_factory(paths=[str(FIXTURES / "effects_crud.json")], bundled=False, tasks_per_env=8, warehouse=wh)
+    for row in environment_yield(wh):
+        assert (row["n_verified"] > 0) == (row["why_empty"] is None)
+        if row["why_empty"]:
+            assert row["why_empty"].split(":")[0] in ("synthesize", "sample", "generate", "verify", "stateless tool set")
