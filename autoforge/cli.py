@@ -182,9 +182,11 @@ def _prefect_env() -> None:
 def _factory_params(args: argparse.Namespace, bundled: bool):
     from autoforge.pipeline import FactoryParams
 
+    sampling = {k: getattr(args, k) for k in ("start", "min_len", "max_len", "walks", "attempts_per_task")
+                if getattr(args, k, None) is not None}
     return FactoryParams(
         backend=args.backend, tasks_per_env=args.tasks_per_env, seed=args.seed, env=args.env,
-        paths=list(args.paths or []), bundled=bundled, max_envs=args.max_envs, warehouse=_wh(args),
+        paths=list(args.paths or []), bundled=bundled, max_envs=args.max_envs, warehouse=_wh(args), **sampling,
     )
 
 
@@ -246,7 +248,7 @@ def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
 
     rows = environment_yield(warehouse, names)
     print_rows([{"environment": r["name"], "kind": r["kind"], "tools": r["n_tools_accepted"], "edges": r["n_edges"],
-                 "sequences": r["n_sequences"], "dags": r["n_dags"], "generated": r["n_generated"],
+                 "sequences": r["n_sequences"], "starts": r["start_rules"] or "-", "dags": r["n_dags"], "generated": r["n_generated"],
                  "verified": r["n_verified"], "top drops": r["generate_drops"] or r["sample_drops"] or "-"}
                 for r in rows], title="per environment (autoforge sql \"SELECT * FROM v_environment_funnel\")")
     empty = empty_environments(rows)
@@ -438,6 +440,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", metavar="PATH", help="tool docs to ingest (default: the bundled corpus)")
     s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
     factory_args(s, 110)
+    g = s.add_argument_group("sampling (stage 3-4)")
+    g.add_argument("--start", choices=["auto", "lookup", "read", "entry", "any"], default=None,
+                   help="where walks start: auto (default: lookups, else any read, else any tool with no required id), "
+                        "lookup, read, entry or any")
+    g.add_argument("--min-len", type=int, default=None, help="shortest walk in tool calls (default 2)")
+    g.add_argument("--max-len", type=int, default=None, help="longest walk in tool calls (default 5)")
+    g.add_argument("--walks", type=int, default=None, help="walks per environment (default max(40, tasks-per-env // 3))")
+    g.add_argument("--attempts-per-task", type=int, default=None, help="instantiation attempts per wanted task (default 4)")
 
     s = sub.add_parser("eval", parents=[common], help="roll out an agent with a simulated user on curated tasks: pass^k",
                        description="Evaluate an agent on curated tasks (v_curated_tasks) with a simulated user; prints "

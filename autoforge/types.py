@@ -151,6 +151,9 @@ class CollectionSpec(Record):
     id_prefix: str  # "O" -> ids O0001, O0002 ...
     fields: list[FieldSpec]
     id_width: int = 4  # digits after the prefix (O0001: 4), from the docs' id pattern when given
+    # "integer": the docs type the id as an integer (``petId: int64``): records hold ints 1, 2, 3 ...,
+    # the state's keys are their strings (``state["pets"]["3"]["pet_id"] == 3``), id_prefix is ""
+    id_type: Literal["string", "integer"] = "string"
 
 
 class StateSchema(Record):
@@ -245,6 +248,7 @@ class ToolSequence(Record):
     parents: list[str] = Field(default_factory=list)  # seq_ids merged into this one
     seed: int | None = None
     requirements: list[int] = Field(default_factory=list)  # per tool: which merged requirement (0, 1) it serves
+    start_rule: str | None = None  # the walk start rule sampling used (lookup | read | entry | any)
     run_id: str | None = None
 
 

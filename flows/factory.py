@@ -31,6 +31,11 @@ def factory_flow(
     paths: list[str] | None = None,
     bundled: bool = True,
     max_envs: int | None = None,
+    start: str = "auto",
+    min_len: int = 2,
+    max_len: int = 5,
+    walks: int | None = None,
+    attempts_per_task: int = 4,
     warehouse: str | None = None,
 ) -> dict:
     """Run every stage of the AutoForge pipeline on one batch of tool docs.
@@ -41,10 +46,15 @@ def factory_flow(
     env: only this environment (tool set name); None = all.
     paths / bundled: tool docs to ingest (files or folders) and/or the bundled corpus.
     max_envs: cap on environments processed (a per-stage limit for quick runs).
+    start: where walks start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
+    min_len / max_len: walk length range, in tool calls.
+    walks: walks (and merges) per environment; None = max(40, tasks_per_env // 3).
+    attempts_per_task: instantiation attempts per wanted task.
     warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     """
     params = FactoryParams(backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [],
-                           bundled=bundled, max_envs=max_envs, warehouse=warehouse)
+                           bundled=bundled, max_envs=max_envs, start=start, min_len=min_len, max_len=max_len,
+                           walks=walks, attempts_per_task=attempts_per_task, warehouse=warehouse)
     params.validate_for_run()
     batch_id = params.batch_id()
     get_run_logger().info("factory batch %s", batch_id)

@@ -37,7 +37,7 @@ def sample_flow(
     merges: int | None = None,
     min_len: int = 2,
     max_len: int = 5,
-    start: str = "lookup",
+    start: str = "auto",
     dag_variants: int = 2,
     warehouse: str | None = None,
     batch_id: str | None = None,
@@ -48,7 +48,8 @@ def sample_flow(
     seed: random seed of the walks, merges and reasoning choices (same seed -> same rows).
     tasks_per_env: the task target downstream; walks and merges default to max(40, tasks_per_env // 3) each.
     backend: "offline" (name/type binding) or "openai" (the LLM judges candidate edges).
-    min_len / max_len / start: walk lengths and start rule (lookup | read | any), paper Sec. 3.2.
+    min_len / max_len: walk lengths, in tool calls (paper Sec. 3.2).
+    start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
     dag_variants: DAGs per sequence (different reasoning choices).
     """
     params = stage.SampleParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,

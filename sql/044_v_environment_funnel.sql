@@ -10,8 +10,9 @@ WITH environments_ AS (                            -- import: the environments a
 graphs AS (                                        -- import: tool-graph edges (the largest graph stored)
     SELECT env_id, max(json_array_length(edges)) AS n_edges FROM tool_graphs GROUP BY env_id
 ),
-sequences AS (                                     -- import: sampled tool sequences
-    SELECT env_id, count(*) AS n_sequences FROM tool_sequences GROUP BY env_id
+sequences AS (                                     -- import: sampled tool sequences and the start rules they used
+    SELECT env_id, count(*) AS n_sequences, string_agg(DISTINCT start_rule, ', ' ORDER BY start_rule) AS start_rules
+    FROM tool_sequences GROUP BY env_id
 ),
 dags AS (                                          -- import: task DAGs
     SELECT env_id, count(*) AS n_dags FROM task_dags GROUP BY env_id
@@ -45,7 +46,7 @@ reasons AS (                                       -- logic: the three most freq
 ),
 joined AS (
     SELECT e.env_id, e.name, e.kind, e.n_tools, e.n_tools_accepted,
-           coalesce(g.n_edges, 0) AS n_edges, coalesce(s.n_sequences, 0) AS n_sequences,
+           coalesce(g.n_edges, 0) AS n_edges, coalesce(s.n_sequences, 0) AS n_sequences, s.start_rules,
            coalesce(d.n_dags, 0) AS n_dags, coalesce(t.n_generated, 0) AS n_generated,
            coalesce(t.n_verified, 0) AS n_verified,
            rs.top AS sample_drops, rg.top AS generate_drops, rg.message AS generate_message,
@@ -66,6 +67,7 @@ SELECT
     n_tools_accepted,                              -- tools whose code was accepted
     n_edges,                                       -- tool-graph edges (an output of one tool feeds another)
     n_sequences,                                   -- sampled tool sequences (walks and merges)
+    start_rules,                                   -- where the walks started: lookup | read | entry | any
     n_dags,                                        -- task DAGs built from them
     n_generated,                                   -- tasks generated
     n_verified,                                    -- tasks verified (the curated corpus)

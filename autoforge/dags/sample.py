@@ -8,7 +8,7 @@ and returns records (:class:`SampleResult`), and never touches the warehouse: th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from autoforge.dags.build import DagKnobs, build_dags
 from autoforge.dags.graph import build_graph
@@ -38,19 +38,33 @@ class SampleResult:
                 "rejected": len(self.rejections)}
 
 
+AUTO_STARTS: tuple[StartRule, ...] = ("lookup", "read", "entry")  # start="auto" tries these in order
+
+
 def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walks: int = 40, merges: int = 40,
-               min_len: int = 2, max_len: int = 5, start: StartRule = "lookup", dag_variants: int = 2,
+               min_len: int = 2, max_len: int = 5, start: StartRule | Literal["auto"] = "auto", dag_variants: int = 2,
                client: Any = None, knobs: DagKnobs | None = None, run_id: str | None = None) -> SampleResult:
-    """Graph -> walks + merges -> DAGs for one environment."""
+    """Graph -> walks + merges -> DAGs for one environment.
+
+    ``start="auto"``: walks start where the graph offers — at lookups (reads the user can call
+    with what they know), else at any read, else at any tool with no required id — and each
+    sequence records the rule that was used."""
     mine = [t for t in tools if t.env_id == env.env_id and t.status == "accepted"]
     graph = build_graph(env, mine, client, run_id=run_id)
-    seqs = sample_sequences(graph, mine, walks, seed, min_len=min_len, max_len=max_len, start=start, n_merged=merges, env=env)
-    seqs = [s.model_copy(update={"run_id": run_id}) for s in seqs]
+    rules = AUTO_STARTS if start == "auto" else (start,)
+    seqs, rule = [], rules[0]
+    for rule in rules:
+        seqs = sample_sequences(graph, mine, walks, seed, min_len=min_len, max_len=max_len, start=rule, n_merged=merges,
+                                env=env)
+        if seqs:
+            break
+    seqs = [s.model_copy(update={"run_id": run_id, "start_rule": rule}) for s in seqs]
     dags, rejections = build_dags(graph, seqs, mine, env, seed=seed, variants=dag_variants, knobs=knobs, run_id=run_id)
     if not seqs:
         rejections.append(Rejection(rejection_id=content_id("rej", "sample", env.env_id, "no_sequence"), stage="sample",
                                     item_id=env.env_id, reason="no_sequence",
-                                    detail=f"no walk of {min_len}..{max_len} tools ending in a write (start={start})",
+                                    detail=f"no walk of {min_len}..{max_len} tools ending in a write "
+                                           f"(start rules tried: {', '.join(rules)})",
                                     run_id=run_id))
     return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id))
 

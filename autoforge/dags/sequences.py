@@ -22,8 +22,8 @@ from autoforge.dags.graph import is_key_param, key_fields, output_paths, param_s
 from autoforge.errors import ConfigError
 from autoforge.types import EnvironmentRecord, ToolCode, ToolGraph, ToolSequence, content_id
 
-StartRule = Literal["lookup", "read", "any"]
-START_RULES = ("lookup", "read", "any")
+StartRule = Literal["lookup", "read", "entry", "any"]
+START_RULES = ("lookup", "read", "entry", "any")
 LOOKUP_KINDS = {"lookup", "get", "find", "search"}
 
 
@@ -38,14 +38,17 @@ def is_lookup(tool: ToolCode, keys: set[str]) -> bool:
 
 def start_tools(graph: ToolGraph, tools: dict[str, ToolCode], keys: set[str], rule: StartRule) -> list[str]:
     """Where walks may start. ``lookup`` (default): reads whose inputs the user knows (email,
-    name), so every identifier downstream must be looked up. ``read``: any read. ``any``: all tools."""
+    name), so every identifier downstream must be looked up. ``read``: any read. ``entry``: any
+    tool with no required identifier (a create, a login, a search). ``any``: all tools."""
     if rule not in START_RULES:
-        raise ConfigError(f"start rule {rule!r} is unknown; valid: {', '.join(START_RULES)}")
+        raise ConfigError(f"start rule {rule!r} is unknown; valid: {', '.join(START_RULES)} (or auto)")
     names = [n for n in graph.tools if n in tools]
     if rule == "any":
         return names
     if rule == "read":
         return [n for n in names if tools[n].effect == "read"]
+    if rule == "entry":
+        return [n for n in names if not any(is_key_param(p, keys) for p in required_params(tools[n]))]
     return [n for n in names if is_lookup(tools[n], keys)]
 
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from pydantic import Field
 
+from autoforge.dags.sequences import START_RULES
 from autoforge.errors import ConfigError
 from autoforge.pipeline import generate, ingest, sample, synthesize, verify
 from autoforge.pipeline.common import BACKENDS, StageParams, client_for, funnel_rows
@@ -34,6 +35,11 @@ class FactoryParams(StageParams):
     paths: list[str] = Field(default_factory=list, description="tool docs to ingest (files or folders)")
     bundled: bool = Field(True, description="also ingest the bundled corpus")
     max_envs: int | None = Field(None, description="cap on environments processed (quick runs)")
+    start: str = Field("auto", description="walk start rule: auto | lookup | read | entry | any (see SampleParams)")
+    min_len: int = Field(2, description="shortest walk, in tool calls")
+    max_len: int = Field(5, description="longest walk, in tool calls")
+    walks: int | None = Field(None, description="walks (and merges) per environment; None: max(40, tasks_per_env // 3)")
+    attempts_per_task: int = Field(4, description="instantiation attempts per wanted task")
     warehouse: str | None = Field(None, description="DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
 
     def batch_id(self) -> str:
@@ -46,8 +52,11 @@ class FactoryParams(StageParams):
         return {
             "ingest": ingest.IngestParams(paths=self.paths, bundled=self.bundled),
             "synthesize": synthesize.SynthesizeParams(backend=self.backend, **sel),
-            "sample": sample.SampleParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend, **sel),
-            "generate": generate.GenerateParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend, **sel),
+            "sample": sample.SampleParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend,
+                                          start=self.start, min_len=self.min_len, max_len=self.max_len, walks=self.walks,
+                                          **sel),
+            "generate": generate.GenerateParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend,
+                                                attempts_per_task=self.attempts_per_task, **sel),
             "verify": verify.VerifyParams(**sel),
         }
 
@@ -63,6 +72,14 @@ class FactoryParams(StageParams):
             raise ConfigError(f"max_envs must be positive or empty (all environments), got {self.max_envs}")
         if self.seed < 0:
             raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        if self.start not in ("auto", *START_RULES):
+            raise ConfigError(f"start rule {self.start!r} is unknown; choose one of auto, {', '.join(START_RULES)}")
+        if not 1 <= self.min_len <= self.max_len:
+            raise ConfigError(f"walk lengths must satisfy 1 <= min_len <= max_len, got {self.min_len} and {self.max_len}")
+        if self.walks is not None and self.walks <= 0:
+            raise ConfigError(f"walks must be positive or empty (max(40, tasks_per_env // 3)), got {self.walks}")
+        if self.attempts_per_task <= 0:
+            raise ConfigError(f"attempts_per_task must be positive, got {self.attempts_per_task}")
         if not self.paths and not self.bundled:
             raise ConfigError("nothing to ingest: give paths (files or folders of tool docs) or set bundled=true")
         for p in self.paths:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -37,7 +37,9 @@ class SampleParams(EnvSelection):
     merges: int | None = Field(None, description="merged pairs of walks per environment (None: as many as walks)")
     min_len: int = Field(2, description="shortest walk, in tool calls")
     max_len: int = Field(5, description="longest walk, in tool calls")
-    start: StartRule = Field("lookup", description="where a walk may start (paper Sec. 3.2)")
+    start: StartRule | Literal["auto"] = Field(
+        "auto", description="where walks start: lookup | read | entry (no required id) | any, or auto (lookup, else read, "
+                            "else entry: whatever the tool graph offers; each sequence records the rule used)")
     dag_variants: int = Field(2, description="DAGs per sequence (different reasoning choices)")
     backend: str = Field("offline", description='"offline" (name/type binding) or "openai" (the LLM judges candidate edges)')
 
