@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from autoforge.envs import naming as nm
-from autoforge.envs.schema_offline import ID_PATTERN, id_param_entity, list_filter_field
+from autoforge.envs.schema_offline import ID_PATTERN, id_param_entity, id_value, is_integer_ids, list_filter_field
 from autoforge.tooldocs.schema import json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
 
@@ -86,9 +86,10 @@ def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: 
         return schema["enum"][i % len(schema["enum"])]
     typ = json_type(schema)
     e = id_param_entity(name) if name else None
-    if e and typ == "string" and ids.get(nm.plural(e)):
+    if e and typ in ("string", "integer") and ids.get(nm.plural(e)):
         pool = ids[nm.plural(e)]
-        return pool[i % len(pool)]
+        if all(isinstance(v, int) for v in pool) == (typ == "integer"):  # ids of the documented type only
+            return pool[i % len(pool)]
     if typ == "object":
         props = schema.get("properties") or {}
         if not props:
@@ -307,14 +308,15 @@ def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[st
     if n is None:
         longest = max((len(f.enum or []) for c in schema.collections for f in c.fields if f.name == "status"), default=0)
         n = max(N_RECORDS, min(8, longest))
-    ids = {c.name: [f"{c.id_prefix}{str(k + 1).zfill(c.id_width)}" for k in range(n)] for c in schema.collections}
+    keys = {c.name: [f"{c.id_prefix}{str(k + 1).zfill(c.id_width)}" for k in range(n)] for c in schema.collections}
+    ids = {c.name: [id_value(c, k) for k in keys[c.name]] for c in schema.collections}  # integer ids: 1, 2 ...
     state: dict[str, dict[str, dict]] = {}
     for c in schema.collections:
         table: dict[str, dict] = {}
-        for i, rid in enumerate(ids[c.name]):
+        for i, rid in enumerate(keys[c.name]):
             record: dict[str, Any] = {}
             for f in c.fields:
-                record[f.name] = rid if f.name == c.primary_key else field_value(f, c, i, ids, record)
+                record[f.name] = ids[c.name][i] if f.name == c.primary_key else field_value(f, c, i, ids, record)
             table[rid] = record
         state[c.name] = table
     return state
@@ -353,9 +355,13 @@ def sample_arguments(parameters: dict, state: dict, schema: StateSchema, main: s
     main_rec = _nth(state.get(main, {}), record_index) if main else None
     args: dict[str, Any] = {}
     used_ids: dict[str, int] = {}
-    ids = {name: sorted(table) for name, table in state.items() if isinstance(table, dict)}
+    by_name = {c.name: c for c in schema.collections}
+    ids = {name: [id_value(by_name.get(name), k) for k in sorted(table)] for name, table in state.items()
+           if isinstance(table, dict)}
     for p, ps in props.items():
         ps = ps if isinstance(ps, dict) else {}
+        if fresh and p not in required and main_coll is not None and nm.snake(p) in ("id", main_coll.primary_key):
+            continue  # a create's own optional id: leave it to next_id (a taken one is refused)
         value, found = _from_state(p, ps, state, schema, main_coll, None if fresh else main_rec, used_ids, record_index)
         if found or p in required:
             args[p] = value if found else schema_value(ps, p, i=len(state.get(main) or {}) + record_index, ids=ids)
@@ -375,15 +381,15 @@ def _from_state(p, ps, state, schema, main_coll, main_rec, used_ids, idx) -> tup
         return ps["enum"][0], True
     coll = collection_for(p, schema, main_coll.name if main_coll else None)
     if coll is not None and state.get(coll.name):
-        keys = sorted(state[coll.name])
+        keys = [id_value(coll, k) for k in sorted(state[coll.name])]
         if typ == "array":
             return [keys[idx % len(keys)]], True
-        if typ not in (None, "string"):
+        if typ not in (None, "string") and not (typ == "integer" and is_integer_ids(coll)):
             return None, False
         k = used_ids.get(coll.name, idx)
         used_ids[coll.name] = k + 1  # transfer(from_id, to_id): two different records
         if main_rec is not None and main_coll is not None and coll.name != main_coll.name and nm.snake(p) in main_rec \
-                and main_rec[nm.snake(p)] in state[coll.name]:
+                and main_rec[nm.snake(p)] is not None and str(main_rec[nm.snake(p)]) in state[coll.name]:
             return main_rec[nm.snake(p)], True
         return keys[k % len(keys)], True
     if main_rec is not None and main_coll is not None:

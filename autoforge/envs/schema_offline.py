@@ -20,6 +20,7 @@ templates in :mod:`autoforge.envs.templates`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,8 +219,8 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     elif spec.effect != "read" and verb in nm.UPDATE_VERBS and pk_given:
         plan.kind = "update"
     elif spec.effect != "read" and verb in nm.CREATE_VERBS:
-        if not pk_given:
-            plan.kind = "create"
+        if not pk_given or (not by_output and _client_id(spec, entity)):
+            plan.kind = "create"  # add_pet(id?, name, ...): a create whose body may carry the new record's id
         elif by_output:
             plan.kind = "update"
         elif verb in nm.VERB_NOUNS:
@@ -258,6 +259,17 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     return plan
 
 
+def _client_id(spec: ToolSpec, entity: str) -> str | None:
+    """The optional parameter of a create that carries the new record's own id (``id`` or
+    ``<entity>_id`` in a request body such as petstore's ``addPet``), if any."""
+    params = props(spec.parameters)
+    required = set((spec.parameters or {}).get("required") or [])
+    for p in params:
+        if nm.snake(p) in ("id", f"{entity}_id") and p not in required:
+            return p
+    return None
+
+
 # --------------------------------------------------------------------------- schema building
 
 
@@ -267,13 +279,17 @@ class _Coll:
     fields: dict[str, FieldSpec] = field(default_factory=dict)
     status_words: list[str] = field(default_factory=list)  # status words the descriptions mention
     status_targets: list[list[str]] = field(default_factory=list)  # per status tool: candidate target statuses
+    seen_types: dict[str, Counter] = field(default_factory=dict)  # field -> JSON types the docs gave it (id typing)
 
-    def add(self, name: str, schema: dict | None = None, *, ref: str | None = None) -> None:
+    def add(self, name: str, schema: dict | None = None, *, ref: str | None = None, note: bool = True) -> None:
         name = nm.snake(name) if not nm.is_identifier(name) else name
         if not name:
             return
         schema = schema or {}
         typ = json_type(schema)
+        if note and schema:
+            item = unwrap(schema.get("items")) if typ == "array" and isinstance(schema.get("items"), dict) else None
+            self.seen_types.setdefault(name, Counter())[json_type(item) if item else typ] += 1
         enum = schema.get("enum")
         fmt = schema.get("format") or _format_from_name(name)
         items = schema.get("items") if typ == "array" else None
@@ -328,11 +344,59 @@ def _format_from_name(name: str) -> str | None:
 ID_PATTERN = re.compile(r"^\^?([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?)\\d\{(\d+)\}\$?$")  # AC0001, PET-0001, 1Z0000001
 
 
-def id_pattern(schema: dict | None) -> tuple[str, int] | None:
-    """``{"pattern": "^AC\\d{4}$"}`` -> ("AC", 4): the prefix and width of documented ids."""
-    pat = (unwrap(schema) or {}).get("pattern") if isinstance(schema, dict) else None
+def id_pattern(schema: dict | None, examples: bool = False) -> tuple[str, int] | None:
+    """``{"pattern": "^AC\\d{4}$"}`` -> ("AC", 4): the prefix and width of documented ids.
+
+    ``examples``: without a pattern, an example the schema gives (``"The invoice id, such as 'INV-00042'"``,
+    or ``example: "INV-00042"``) documents the same: ("INV-", 5)."""
+    s = (unwrap(schema) or {}) if isinstance(schema, dict) else {}
+    pat = s.get("pattern")
     m = ID_PATTERN.match(pat) if isinstance(pat, str) else None
-    return (m.group(1), int(m.group(2))) if m else None
+    if m:
+        return (m.group(1), int(m.group(2)))
+    if examples and pat is None and json_type(s) == "string":
+        return example_id_pattern(s)
+    return None
+
+
+_EXAMPLE_ID = re.compile(r"([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?)(\d{2,10})")
+_CUED_ID = re.compile(r"(?:such as|for example|for instance|e\.g\.|like|format)\s*[:,]?\s*['\"`‘’“”]?"
+                      r"([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?\d{2,10})(?![\w-])", re.IGNORECASE)
+
+
+def example_id_pattern(schema: dict) -> tuple[str, int] | None:
+    """(prefix, width) of the id a string schema shows by example: its ``example`` / ``examples``,
+    or one its description quotes after "such as" / "e.g." (:func:`autoforge.envs.domains.example_value`)."""
+    from autoforge.envs.domains import example_value
+
+    examples = schema.get("examples")
+    cands: list[Any] = [schema.get("example")] + (list(examples)[:3] if isinstance(examples, list) else [])
+    desc = schema.get("description")
+    if isinstance(desc, str):
+        cands.append(example_value(desc))
+        cands += [m.group(1) for m in _CUED_ID.finditer(desc)]  # "The customer's id, e.g. 'CUS-0012'"
+    for v in cands:
+        m = _EXAMPLE_ID.fullmatch(v) if isinstance(v, str) else None
+        if m:
+            return (m.group(1), len(m.group(2)))
+    return None
+
+
+def id_key(value: Any) -> str:
+    """The state key of an id value: ids are keys as strings (``3`` -> ``"3"``; ``"T0001"`` as is)."""
+    return value if isinstance(value, str) else str(value)
+
+
+def id_value(coll: CollectionSpec | None, key: Any) -> Any:
+    """The value a record holds for state key ``key`` of ``coll``: an int for integer-id collections."""
+    if coll is not None and getattr(coll, "id_type", "string") == "integer" and isinstance(key, str) \
+            and key.lstrip("-").isdigit():
+        return int(key)
+    return key
+
+
+def is_integer_ids(coll: CollectionSpec | None) -> bool:
+    return coll is not None and getattr(coll, "id_type", "string") == "integer"
 
 
 class _Builder:
@@ -340,13 +404,41 @@ class _Builder:
         self.colls: dict[str, _Coll] = {}
         self.aliases = aliases
         self.id_info = id_info
+        self.id_votes: dict[str, Counter] = {}  # entity -> JSON types its ids are documented with
+        self.patterned: set[str | None] = set()  # entities with a documented id pattern (not only an example)
 
     def coll(self, entity: str) -> _Coll:
         if entity not in self.colls:
             c = _Coll(entity)
-            c.add(f"{entity}_id", {"type": "string", "description": f"primary key of {nm.plural(entity)}"})
+            c.add(f"{entity}_id", {"type": "string", "description": f"primary key of {nm.plural(entity)}"}, note=False)
             self.colls[entity] = c
         return self.colls[entity]
+
+    def note_id(self, entity: str | None, schema: Any) -> None:
+        """One documented id of ``entity`` (a parameter, an output field): its JSON type is a vote."""
+        s = unwrap(schema) if isinstance(schema, dict) else {}
+        if not entity or not s:
+            return
+        typ = json_type(s)
+        if typ == "array":
+            item = unwrap(s.get("items")) if isinstance(s.get("items"), dict) else {}
+            typ = json_type(item) if item else None
+        if typ in ("integer", "string"):
+            self.id_votes.setdefault(entity, Counter())[typ] += 1
+
+    def integer_entities(self) -> set[str]:
+        """Entities whose ids the docs type as integers (more integer than string mentions, no
+        documented string pattern): ``get_ticket(ticket_id: integer)`` / ``{"id": integer}``."""
+        votes: dict[str, Counter] = {e: Counter(v) for e, v in self.id_votes.items()}
+        for c in self.colls.values():
+            for name, types in c.seen_types.items():
+                e = c.entity if name == f"{c.entity}_id" else (
+                    id_param_entity(name, self.aliases) if name.endswith(("_id", "_ids")) else None)
+                if e:
+                    box = votes.setdefault(e, Counter())
+                    for t in ("integer", "string"):
+                        box[t] += types.get(t, 0)
+        return {e for e, v in votes.items() if e in self.colls and e not in self.id_info and v["integer"] > v["string"]}
 
     def harvest(self, schema: dict | None, hint: str | None, depth: int = 0) -> None:
         """Record the fields an output schema shows for entity ``hint`` (and nested entities)."""
@@ -391,6 +483,8 @@ class _Builder:
         entities = set(self.colls)
         people = next((p for p in PEOPLE if p in entities), None)
         prefixes: set[str] = {self.id_info[e][0] for e in entities if e in self.id_info}
+        integer = self.integer_entities()
+        int_colls = {nm.plural(e) for e in integer}
         out = []
         for entity, c in self.colls.items():
             fields = []
@@ -402,6 +496,18 @@ class _Builder:
                         ref = nm.plural(e)
                     elif e in ROLE_PEOPLE and people:
                         ref = nm.plural(people)
+                if f.name == f"{entity}_id" and entity in integer:
+                    f = f.model_copy(update={"type": "integer", "pattern": None, "format": None})
+                elif ref in int_colls and f.type in ("string", "integer"):
+                    f = f.model_copy(update={"type": "integer", "pattern": None})
+                elif ref in int_colls and f.type == "array":
+                    items = dict(f.items or {})
+                    if json_type(items) in ("string", None) or not items:
+                        f = f.model_copy(update={"items": {**{k: v for k, v in items.items() if k != "pattern"}, "type": "integer"}})
+                elif f.name == f"{entity}_id" and entity in self.id_info and entity not in self.patterned \
+                        and not f.pattern and f.type == "string":  # ids shown by example: their pattern
+                    pre, width = self.id_info[entity]
+                    f = f.model_copy(update={"pattern": f"^{pre}\\d{{{width}}}$"})
                 if f.name == "status" and (c.status_words or c.status_targets):
                     # a documented enum is kept; words from descriptions only fill a missing one,
                     # and a status verb's target is added when none of its candidates is there
@@ -413,6 +519,10 @@ class _Builder:
                 if ref != f.ref:
                     f = f.model_copy(update={"ref": ref})
                 fields.append(f)
+            if entity in integer:
+                out.append(CollectionSpec(name=nm.plural(entity), entity=entity, primary_key=f"{entity}_id",
+                                          id_prefix="", id_width=1, id_type="integer", fields=fields))
+                continue
             prefix, width = self.id_info.get(entity) or (_prefix(entity, prefixes), 4)
             out.append(CollectionSpec(name=nm.plural(entity), entity=entity, primary_key=f"{entity}_id",
                                       id_prefix=prefix, id_width=width, fields=fields))
@@ -460,11 +570,12 @@ def id_aliases(specs: list[ToolSpec]) -> tuple[dict[str, str], dict[str, tuple[s
     employee. Of the entities sharing a prefix, the one most tools are about keeps it.
     Returns (aliases, {entity: (prefix, width)})."""
     info: dict[str, tuple[str, int]] = {}
-    for k, v in _walk_ids(specs):
-        e = id_param_entity(k)
-        pat = id_pattern(v) or (id_pattern(unwrap(v).get("items")) if isinstance(v, dict) else None)
-        if e and pat and e not in info:
-            info[e] = pat
+    for examples in (False, True):  # documented patterns first, then ids shown by example ("such as 'INV-00042'")
+        for k, v in _walk_ids(specs):
+            e = id_param_entity(k)
+            pat = id_pattern(v, examples) or (id_pattern(unwrap(v).get("items"), examples) if isinstance(v, dict) else None)
+            if e and pat and e not in info:
+                info[e] = pat
     if not info:
         return {}, {}
     known = known_entities(specs)
@@ -510,16 +621,21 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     aliases, id_info = id_aliases(specs)
     plans = plan_tools(specs)
     b = _Builder(aliases, id_info)
+    b.patterned = {id_param_entity(k, aliases) for k, v in _walk_ids(specs) if id_pattern(v) or (
+        isinstance(v, dict) and id_pattern(unwrap(v).get("items")))}
     # 1. entities in the order tools mention them
     for spec in specs:
         plan = plans[spec.name]
         b.coll(plan.entity)
         if plan.other:
             b.coll(plan.other)
-        for p in props(spec.parameters):
+        for p, ps in props(spec.parameters).items():
             e = id_param_entity(p, aliases)
             if e:
                 b.coll(e)
+                b.note_id(e, ps)
+            elif nm.snake(p) == "id":
+                b.note_id(plan.entity, ps)
     # 2. fields from output schemas (the most complete picture of a record)
     for spec in specs:
         plan = plans[spec.name]
@@ -556,7 +672,7 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
                         c.add(fname[0], {k: v for k, v in typ.items() if v is not None})
                 elif fname and fname[1] == "eq" and ps.get("enum"):
                     c.add(fname[0], ps)
-            elif plan.kind in ("link", "unlink") and id_param_entity(p, aliases) == plan.other:
+            elif plan.kind in ("link", "unlink") and plan.other and id_param_entity(p, aliases) == plan.other:
                 other_fields = b.coll(plan.other).fields
                 links_back = any(f.type == "array" and f.ref == nm.plural(plan.entity) for f in other_fields.values())
                 if p.endswith("_ids"):

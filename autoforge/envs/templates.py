@@ -41,6 +41,7 @@ from autoforge.envs.schema_offline import (
     ToolPlan,
     amount_target,
     id_param_entity,
+    is_integer_ids,
     list_filter_field,
     status_rules,
     status_words,
@@ -240,6 +241,17 @@ class Ctx:
         width = "" if coll.id_width == 4 else f", {coll.id_width}"
         return f"next_id({self.db}, {coll.name!r}, {coll.id_prefix!r}{width})"
 
+    @staticmethod
+    def key(expr: str, coll: CollectionSpec) -> str:
+        """The state key for an id value ``expr`` of ``coll``: integer ids are stored under their
+        strings (``state['pets']['3']``), string ids as they are."""
+        return f"str({expr})" if is_integer_ids(coll) else expr
+
+    @staticmethod
+    def id_schema(coll: CollectionSpec) -> dict[str, Any]:
+        """The JSON Schema of one id of ``coll`` in an output."""
+        return {"type": "integer" if is_integer_ids(coll) else "string", "x-ref": coll.name}
+
     # parameter access ---------------------------------------------------------------
     def v(self, p: str) -> str:
         """Python expression for the value of (public) parameter ``p``: its Python name."""
@@ -294,13 +306,13 @@ class Ctx:
     def emit_ref_checks(self, c: Code, skip: set[str]) -> None:
         for p, coll in self.ref_params(skip):
             v = self.v(p)
-            c(f"if {v} is not None and {v} not in {self.db}.get({coll.name!r}, {{}}):")
+            c(f"if {v} is not None and {self.key(v, coll)} not in {self.db}.get({coll.name!r}, {{}}):")
             c(f"    return {{'error': {coll.entity.replace('_', ' ') + ' '!r} + str({v}) + ' not found'}}")
 
     def emit_fetch(self, c: Code, pk: str, coll: CollectionSpec | None = None, var: str = "record") -> None:
         coll = coll or self.coll
         v = self.v(pk)
-        c(f"{var} = {self.db}.get({coll.name!r}, {{}}).get({v})")
+        c(f"{var} = {self.db}.get({coll.name!r}, {{}}).get({self.key(v, coll)})")
         c(f"if {var} is None:")
         c(f"    return {{'error': {coll.entity.replace('_', ' ') + ' '!r} + str({v}) + ' not found'}}")
 
@@ -370,8 +382,8 @@ def t_lookup(x: Ctx) -> tuple[str, dict]:
             c(f"if {v} is not None and record.get({f!r}) != {v}:")
         c("    continue")
     if x.plan.returns_id:
-        c(f"return {{{pk!r}: key}}")
-        out = {"type": "object", "properties": {pk: {"type": "string", "x-ref": x.coll.name}}, "required": [pk]}
+        c(f"return {{{pk!r}: {'int(key)' if is_integer_ids(x.coll) else 'key'}}}")
+        out = {"type": "object", "properties": {pk: x.id_schema(x.coll)}, "required": [pk]}
     else:
         c("return copy.deepcopy(record)")
         out = record_schema(x.coll)
@@ -482,7 +494,13 @@ def t_create(x: Ctx) -> tuple[str, dict]:
     c.indent()
     coll = x.coll
     pk = coll.primary_key
-    x.emit_ref_checks(c, skip=set())
+    client = next((p for p in x.params if p not in x.required and nm.snake(p) in ("id", pk)), None)
+    skip = {client} if client else set()
+    x.emit_ref_checks(c, skip=skip)
+    if client:  # the request body may carry the new record's id: a taken one is refused
+        cv = x.v(client)
+        c(f"if {cv} is not None and {x.key(cv, coll)} in {x.db}.get({coll.name!r}, {{}}):")
+        c(f"    return {{'error': {coll.entity.replace('_', ' ') + ' '!r} + str({cv}) + ' already exists'}}")
     # unique fields (email, username ...) may not repeat
     for p in x.params:
         f = x.field_for(p)
@@ -495,7 +513,7 @@ def t_create(x: Ctx) -> tuple[str, dict]:
     qty_v = f"({x.v(qty)} if {x.v(qty)} is not None else 1)" if qty else "1"
     # referenced records with stock/seats: check and decrement; price x quantity feeds the total
     priced = None
-    for p, rcoll in x.ref_params(skip=set()):
+    for p, rcoll in x.ref_params(skip=skip):
         rf = {f.name: f for f in rcoll.fields}
         stock = next((s for s in STOCK_FIELDS if s in rf and rf[s].type in ("integer", "number")), None)
         if "price" in rf and priced is None:
@@ -503,18 +521,21 @@ def t_create(x: Ctx) -> tuple[str, dict]:
         if stock:
             v = x.v(p)
             c(f"if {v} is not None:")
-            c(f"    ref_record = {x.db}[{rcoll.name!r}][{v}]")
+            c(f"    ref_record = {x.db}[{rcoll.name!r}][{x.key(v, rcoll)}]")
             c(f"    if (ref_record.get({stock!r}) or 0) < {qty_v}:")
             c(f"        return {{'error': 'not enough {stock.replace('_', ' ')} for {rcoll.entity.replace('_', ' ')} ' + str({v}) + ': ' + str(ref_record.get({stock!r}) or 0) + ' left'}}")
     if qty and json_type(x.params[qty]) in ("integer", "number"):
         c(f"if {x.v(qty)} is not None and {x.v(qty)} <= 0:")
         c(f"    return {{'error': '{nm.snake(qty)} must be positive'}}")
-    c(f"new_id = {x.next_id(coll)}")
+    if client:
+        c(f"new_id = {x.key(x.v(client), coll)} if {x.v(client)} is not None else {x.next_id(coll)}")
+    else:
+        c(f"new_id = {x.next_id(coll)}")
     c("record = {")
-    given = {x.field_for(p): p for p in x.params if x.field_for(p)}
+    given = {x.field_for(p): p for p in x.params if x.field_for(p) and p != client}
     for f in coll.fields:
         if f.name == pk:
-            c(f"    {pk!r}: new_id,")
+            c(f"    {pk!r}: {'int(new_id)' if is_integer_ids(coll) else 'new_id'},")
         elif f.name in given:
             p = given[f.name]
             dv = _default_value(f, coll)
@@ -524,20 +545,21 @@ def t_create(x: Ctx) -> tuple[str, dict]:
             c(f"    {f.name!r}: {_default_value(f, coll)},")
     c("}")
     for p in x.params:  # parameters that name no field are kept on the record too
-        if not x.field_for(p) and nm.snake(p) not in nm.PAGING_PARAMS:
+        if not x.field_for(p) and nm.snake(p) not in nm.PAGING_PARAMS and p != client:
             c(f"if {x.v(p)} is not None:")
             c(f"    record[{nm.snake(p)!r}] = {x.v(p)}")
     total = next((t for t in TOTAL_FIELDS if t in x.fields and t not in given and x.fields[t].type in ("number", "integer")), None)
     if priced and total and total != "price":
         p, rcoll = priced
         c(f"if {x.v(p)} is not None:")
-        c(f"    record[{total!r}] = round(({x.db}[{rcoll.name!r}][{x.v(p)}].get('price') or 0) * {qty_v}, 2)")
-    for p, rcoll in x.ref_params(skip=set()):
+        c(f"    record[{total!r}] = round(({x.db}[{rcoll.name!r}][{x.key(x.v(p), rcoll)}].get('price') or 0) * {qty_v}, 2)")
+    for p, rcoll in x.ref_params(skip=skip):
         rf = {f.name: f for f in rcoll.fields}
         stock = next((s for s in STOCK_FIELDS if s in rf and rf[s].type in ("integer", "number")), None)
         if stock:
+            k = x.key(x.v(p), rcoll)
             c(f"if {x.v(p)} is not None:")
-            c(f"    {x.db}[{rcoll.name!r}][{x.v(p)}][{stock!r}] = ({x.db}[{rcoll.name!r}][{x.v(p)}].get({stock!r}) or 0) - {qty_v}")
+            c(f"    {x.db}[{rcoll.name!r}][{k}][{stock!r}] = ({x.db}[{rcoll.name!r}][{k}].get({stock!r}) or 0) - {qty_v}")
     if "status" in x.fields:
         x.emit_rule_effects(c)
     c(f"{x.table()}[new_id] = record")
@@ -653,7 +675,7 @@ def _emit_refund_credit(x: Ctx, c: Code) -> None:
         if f.ref and f.ref != x.coll.name:
             rcoll = next((cc for cc in x.schema.collections if cc.name == f.ref), None)
             if rcoll and any(ff.name == "balance" for ff in rcoll.fields):
-                c(f"ref_record = {x.db}.get({rcoll.name!r}, {{}}).get(record.get({f.name!r}))")
+                c(f"ref_record = {x.db}.get({rcoll.name!r}, {{}}).get({x.key(f'record.get({f.name!r})', rcoll)})")
                 c("if ref_record is not None:")
                 c(f"    ref_record['balance'] = round((ref_record.get('balance') or 0) + (record.get({total!r}) or 0), 2)")
                 return
@@ -670,9 +692,9 @@ def t_delete(x: Ctx) -> tuple[str, dict]:
     x.emit_fetch(c, pk)
     if x.allowed_from(None) and (status_words(x.spec.description) or x.source_rule(None)[0] is not None):
         x.emit_status_precondition(c, "deleted", None)
-    c(f"{x.db}[{x.coll.name!r}].pop({x.v(pk)})")
+    c(f"{x.db}[{x.coll.name!r}].pop({x.key(x.v(pk), x.coll)})")
     c(f"return {{{x.coll.primary_key!r}: {x.v(pk)}, 'deleted': True}}")
-    out = {"type": "object", "properties": {x.coll.primary_key: {"type": "string", "x-ref": x.coll.name},
+    out = {"type": "object", "properties": {x.coll.primary_key: x.id_schema(x.coll),
                                             "deleted": {"type": "boolean"}}, "required": [x.coll.primary_key, "deleted"]}
     return c.text(), out
 
@@ -825,7 +847,7 @@ def t_amount(x: Ctx) -> tuple[str, dict]:
         c(f"return {{{sk!r}: {x.v(src)}, {dk!r}: {x.v(dst)}, {nm.snake(amount)!r}: {a}, "
           f"{'from_' + bal!r}: source[{bal!r}], {'to_' + bal!r}: dest[{bal!r}]}}")
         num = {"type": "number"}
-        out = {"type": "object", "properties": {sk: {"type": "string", "x-ref": x.coll.name}, dk: {"type": "string", "x-ref": x.coll.name},
+        out = {"type": "object", "properties": {sk: x.id_schema(x.coll), dk: x.id_schema(x.coll),
                                                 nm.snake(amount): num, f"from_{bal}": num, f"to_{bal}": num},
                "required": [sk, dk, nm.snake(amount)]}
         return c.text(), out

@@ -14,7 +14,9 @@ children) and let the DAG's lookups pick their targets from it during the gold r
 - a write's data facts are new values (an enum value other than the current one, a fresh
   name, a different date).
 
-Formats follow ``sample_state`` where it shows one (ISO dates, ids like ``U0001``).
+Formats follow ``sample_state`` where it shows one (ISO dates, ids like ``U0001``). Integer-id
+collections (``CollectionSpec.id_type``) keep their keys as strings ("3") and hold, pass and
+compare the ids as ints (3).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.envs.domains import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
+from autoforge.envs.schema_offline import id_key, id_value, is_integer_ids
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
@@ -154,9 +157,9 @@ class WorldFiller:
         self.by_pk = {c.primary_key: c for c in env.state_schema.collections}
         self.by_prefix = {c.id_prefix: c for c in env.state_schema.collections}
 
-    def existing_id(self, coll: CollectionSpec) -> str | None:
+    def existing_id(self, coll: CollectionSpec) -> Any:
         ids = sorted(self.state.get(coll.name) or {})
-        return self.rng.choice(ids) if ids else None
+        return id_value(coll, self.rng.choice(ids)) if ids else None
 
     def id_for(self, name: str, schema: dict | None, pattern: str | None = None) -> str | None:
         coll = self.by_pk.get(name)
@@ -195,6 +198,8 @@ class WorldFiller:
             v = self.id_for(name, schema)
             if v is not None:
                 return v
+        if stype == "integer" and is_integer_ids(self.by_pk.get(name)) and self.state.get(self.by_pk[name].name):
+            return self.existing_id(self.by_pk[name])  # an integer id points at a record too
         if stype == "object" or isinstance(template, dict):
             props = schema.get("properties") or {}
             tmpl = template if isinstance(template, dict) else {}
@@ -297,7 +302,7 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
             rec: dict[str, Any] = {}
             for f in c.fields:
                 if f.name == c.primary_key:
-                    rec[f.name] = rid
+                    rec[f.name] = id_value(c, rid)
                     continue
                 if f.ref:
                     rec[f.name] = [] if f.type == "array" else None
@@ -314,10 +319,11 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
                     rec[k] = filler.fill(k, v, None, c, person)
             recs[rid] = order_pairs(rec)  # start before end, check-in before check-out
         state[c.name] = recs
+    by_name = {c.name: c for c in colls}
     for c in colls:  # pass 2: scalar references
         for f in c.fields:
             if f.ref and f.type != "array" and f.ref in state and f.name != c.primary_key:
-                ids = _spread(list(state[f.ref]), len(state[c.name]), rng)
+                ids = _spread([id_value(by_name.get(f.ref), k) for k in state[f.ref]], len(state[c.name]), rng)
                 for rec, pid in zip(state[c.name].values(), ids):
                     rec[f.name] = pid
     for c in colls:  # pass 3: id lists as inverse references
@@ -327,14 +333,15 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
                 back = next((g.name for g in (child.fields if child else []) if g.ref == c.name and g.type != "array"), None)
                 for rid, rec in state[c.name].items():
                     if back:
-                        rec[f.name] = sorted(k for k, r in state[f.ref].items() if r.get(back) == rid)
+                        mine = id_value(c, rid)
+                        rec[f.name] = sorted(id_value(child, k) for k, r in state[f.ref].items() if r.get(back) == mine)
                     else:
-                        pool = sorted(state[f.ref])
+                        pool = sorted(id_value(child, k) for k in state[f.ref])
                         rec[f.name] = sorted(rng.sample(pool, min(len(pool), rng.randint(1, 2)))) if pool else []
     return state
 
 
-def _spread(parent_ids: list[str], n: int, rng: random.Random) -> list[str | None]:
+def _spread(parent_ids: list[Any], n: int, rng: random.Random) -> list[Any]:
     """``n`` parent ids, round-robin over shuffled parents: each parent gets n // len(parents) or more."""
     if not parent_ids:
         return [None] * n
@@ -346,6 +353,11 @@ def _spread(parent_ids: list[str], n: int, rng: random.Random) -> list[str | Non
 
 
 # --------------------------------------------------------------------------- choosing facts
+
+
+def _is_id(v: Any) -> bool:
+    """A value that may be an id: a string, or an int of an integer-id collection (not a bool)."""
+    return isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
 
 
 class FactChooser:
@@ -394,13 +406,13 @@ class FactChooser:
         if is_key_param(arg, self.keys):
             pat = _id_pattern(pschema)  # return_location_id with pattern ^LC\\d{4}$ is a location
             owner = self.by_pk.get(arg) or (WorldFiller(self.env, self.rng, state).by_prefix.get(pat[0]) if pat else None) or coll
-            ids = sorted((state.get(owner.name) or {}) if owner else [])
+            ids = [id_value(owner, k) for k in sorted((state.get(owner.name) or {}) if owner else [])]
             if not ids:
                 raise DagExecutionError("no_candidate", f"no record to take {arg} from", node.node_id)
             if owner is not None and owner.entity in PERSON:  # one "me" per task
                 me = self.me.get(owner.name)
                 if me is None or me.get(owner.primary_key) not in ids:
-                    me = state[owner.name][self.rng.choice(ids)]
+                    me = state[owner.name][id_key(self.rng.choice(ids))]
                     self.me[owner.name] = me
                 return me.get(owner.primary_key, ids[0])
             mine = self.related_to_me(owner, state) if owner is not None else []
@@ -411,15 +423,19 @@ class FactChooser:
             return self.new_value(tool, coll, arg, args, state)
         return self.lookup_value(node, tool, coll, arg, state)
 
-    def related_to_me(self, coll: CollectionSpec, state: dict) -> list[str]:
+    def related_to_me(self, coll: CollectionSpec, state: dict) -> list[Any]:
         """Ids of ``coll`` records that point at the task's user (their payment method, their order)."""
         out = []
         for person_coll, me in self.me.items():
             pk = next((c.primary_key for c in self.colls.values() if c.name == person_coll), None)
             my_id = me.get(pk) if pk else None
+            refs = {f.name for f in coll.fields if f.ref == person_coll}
             for rid, rec in (state.get(coll.name) or {}).items():
-                if my_id is not None and my_id in [v for v in rec.values() if isinstance(v, str)]:
-                    out.append(rid)
+                # a string id anywhere in the record; an integer id only in a field that references the person
+                values = [v for v in rec.values() if isinstance(v, str)] if isinstance(my_id, str) else \
+                    [rec.get(f) for f in refs]
+                if my_id is not None and my_id in values:
+                    out.append(id_value(coll, rid))
         return sorted(out)
 
     def reasoning_value(self, node: DagNode, args: dict[str, Any]) -> Any:
@@ -465,7 +481,7 @@ class FactChooser:
         for c in self.colls.values():
             for f in c.fields:
                 if f.ref == coll.name and f.type != "array":
-                    out.update(r.get(f.name) for r in (state.get(c.name) or {}).values() if isinstance(r.get(f.name), str))
+                    out.update(r.get(f.name) for r in (state.get(c.name) or {}).values() if _is_id(r.get(f.name)))
         return out
 
     def new_value(self, tool: ToolCode, coll: CollectionSpec | None, arg: str, args: dict, state: dict) -> Any:
@@ -473,7 +489,7 @@ class FactChooser:
         schema = param_schemas(tool).get(arg) or (_field_schema(field) if field else None)
         current = None
         if coll is not None and coll.primary_key in args:
-            current = (state.get(coll.name) or {}).get(args[coll.primary_key], {}).get(arg)
+            current = ((state.get(coll.name) or {}).get(id_key(args[coll.primary_key])) or {}).get(arg)
         template = current if current is not None else _sample_value(self.env, coll.name, arg) if coll else None
         # a new value differs from the current one and, where the domain allows, from every other
         # fact of the task: two facts with one value would be one fact under two names to the user
