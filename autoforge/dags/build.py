@@ -33,7 +33,8 @@ from typing import Any, Iterable
 import networkx as nx
 
 from autoforge.dags.aggregates import ListSource, countable, list_sources, sum_fields
-from autoforge.dags.graph import PERSON, is_key_param, key_fields, output_paths, param_schemas, required_params, value_types
+from autoforge.dags.graph import (PERSON, EntityIndex, is_key_param, key_fields, output_paths, param_schemas, required_params,
+                                  value_types)
 from autoforge.dags.reasoning import OPS, get_op
 from autoforge.dags.sequences import is_lookup
 from autoforge.errors import AutoforgeError
@@ -109,6 +110,7 @@ class _Builder:
                  rng: random.Random, knobs: DagKnobs):
         self.seq, self.tools, self.env, self.rng, self.k = seq, tools, env, rng, knobs
         self.keys = key_fields(env)
+        self.index = EntityIndex(env)
         self.edge_map = {(e.src, e.dst): e.bindings for e in graph.edges}
         self.nodes: list[DagNode] = []
         self.edges: set[tuple[str, str]] = set()
@@ -125,6 +127,10 @@ class _Builder:
         self.lists: list[ListSource] = []  # lists of records the task owns (count/sum sources)
 
     # ------------------------------------------------------------------ helpers
+    def is_key(self, tool: ToolCode, param: str) -> bool:
+        """An identifier parameter of ``tool``: by its name, or by naming an entity's id (``pet`` of type integer)."""
+        return is_key_param(param, self.keys) or self.index.param_entity(tool, param, param_schemas(tool).get(param, {})) is not None
+
     def fact(self, base: str, *, shared: bool = False, entity: str | None = None) -> ArgSource:
         """A user fact named after the parameter.
 
@@ -210,8 +216,11 @@ class _Builder:
         """The most recent producer of ``param`` (a single value first, else a list + select)."""
         star: tuple[_Producer, str] | None = None
         single: list[tuple[int, int, ArgSource]] = []  # (rank, -position, source): own entity first, then latest
+        dtool = self.tools[dst]
+        pent = self.index.param_entity(dtool, param, param_schemas(dtool).get(param, {}))
         for i, prod in enumerate(reversed(self.producers)):
-            own = self.pk_of.get(prod.collection or "") == param
+            own = self.pk_of.get(prod.collection or "") == param or bool(
+                pent and prod.collection in self.index.colls and self.index.coll_entity(prod.collection) == pent[0])
             if prod.tool is None:
                 if param in prod.fields and is_key_param(param, self.keys):
                     single.append((0 if own else 1, i, ArgSource(kind="node", node=prod.node_id, path=param)))
@@ -325,9 +334,9 @@ class _Builder:
                 raise DagError("unknown_tool", f"sequence {self.seq.seq_id} names {name!r}, not an accepted tool of {self.seq.env_id}")
             schemas = param_schemas(tool)
             params = list(required_params(tool))
-            data = [p for p in params if not is_key_param(p, self.keys)]
+            data = [p for p in params if not self.is_key(tool, p)]
             if tool.effect == "write" and not data and self.k.optional_for_update and tool.kind in ("update", "llm"):
-                optional = sorted(p for p in schemas if p not in params and not is_key_param(p, self.keys))
+                optional = sorted(p for p in schemas if p not in params and not self.is_key(tool, p))
                 if optional:
                     params.append(self.rng.choice(optional))
             if is_lookup(tool, self.keys) and self.entity_of.get(tool.collection or "") in PERSON and any(
@@ -337,13 +346,14 @@ class _Builder:
             self.n_tool += 1
             args: dict[str, ArgSource] = {}
             entity = self.entity_of.get(tool.collection or "")
-            for p in sorted(params, key=lambda x: (not is_key_param(x, self.keys), x)):
-                src = self.bind(p, name, req) if is_key_param(p, self.keys) else None
-                if src is None and tool.effect == "write" and not is_key_param(p, self.keys):
+            for p in sorted(params, key=lambda x: (not self.is_key(tool, x), x)):
+                key = self.is_key(tool, p)
+                src = self.bind(p, name, req) if key else None
+                if src is None and tool.effect == "write" and not key:
                     types = value_types(schemas.get(p, {}))
                     src = self.aggregate(p, types, req) or self.derived(tool, p, types, args, req)
                 if src is None:
-                    data_param = tool.effect == "write" and not is_key_param(p, self.keys)
+                    data_param = tool.effect == "write" and not key
                     src = self.fact(p, shared=self.is_identity(tool, p), entity=entity if data_param else None)
                 args[p] = src
             self.nodes.append(DagNode(node_id=nid, kind="tool", tool=name, args=args, requirement=req))

@@ -8,8 +8,18 @@ output of one tool is likely to be a valid input for another tool". Here:
   ``ToolCode.parameters``. Every leaf of the output schema gets a dotted path
   (``user_id``, ``orders.*.order_id``); a leaf binds a parameter of the same name and a
   compatible type. With ``keys_only=True`` (default) only identifier parameters bind
-  (``*_id``, ``id``, a primary key or reference field of the state schema): a user's
-  ``name`` feeding a product search by ``name`` is a name clash, not a data flow.
+  (``*_id``, ``*Id``, ``id``, a primary key or reference field of the state schema in any
+  spelling): a user's ``name`` feeding a product search by ``name`` is a name clash, not a
+  data flow.
+- entity binding (offline and online candidates): real docs rarely name one identifier the
+  same way twice (``get_ticket`` returns ``id``, ``close_ticket`` takes ``ticket_id``;
+  ``findPetsByStatus`` returns pets, ``getPetById`` takes ``petId``). A leaf binds a
+  parameter when both name the identifier of the same entity (:class:`EntityIndex`): the
+  leaf is ``id`` of a record of entity E (E from the list or object field holding the
+  record, else the tool's collection, else its name), a primary key, a reference field, an
+  ``x-ref`` or an ``E_id``-style name; the parameter is ``E_id``/``EId``/``Eid``/``id_E``,
+  E's primary key, a reference field to E, the tool's own ``id`` (not on a create: that id
+  is new), or a bare ``E`` whose schema says it is an identifier. Types stay compatible.
 - online (``client`` not offline): every pair with a same-name binding (keys or not) is
   a *candidate*; the LLM judges the candidates in one structured reply per chunk and only
   accepted edges, with bindings among the candidate ones, are kept.
@@ -19,7 +29,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import defaultdict
+from functools import lru_cache
 from typing import Any, Iterable
 
 import networkx as nx
@@ -103,8 +115,226 @@ def key_fields(env: EnvironmentRecord | None) -> set[str]:
     return out
 
 
+_CAMEL_ID = re.compile(r"[a-z0-9](?:Id|ID)$")
+
+
 def is_key_param(name: str, keys: set[str]) -> bool:
-    return name == "id" or name.endswith("_id") or name in keys
+    """An identifier name: ``id``, ``*_id``, camelCase ``*Id``/``*ID``, or a key field of ``keys``
+    in any spelling (``petId``, ``PetID``, ``petid`` and ``id_pet`` all spell ``pet_id``)."""
+    if name == "id" or name.lower().endswith("_id") or name in keys or _CAMEL_ID.search(name):
+        return True
+    c = key_canon(name)
+    return any(key_canon(k) == c for k in keys)
+
+
+# --------------------------------------------------------------------------- entities
+
+_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+# Leading verbs of tool names (``getPetById`` -> pet, ``list_user_orders`` -> user order).
+_VERBS = {"get", "find", "list", "search", "fetch", "retrieve", "read", "view", "show", "lookup", "look", "query",
+          "create", "add", "new", "insert", "register", "post", "place", "make", "open", "book", "submit", "upload",
+          "update", "edit", "modify", "change", "set", "patch", "put", "replace", "delete", "remove", "cancel", "close",
+          "resolve", "archive", "all", "my", "current"}
+# Verbs of tools that make a new record: an ``id`` they take is the new record's (client-supplied), not one to look up.
+_CREATE_VERBS = {"create", "add", "new", "insert", "register", "post", "place", "make", "open", "book", "submit"}
+# Output fields that wrap records without naming them (``{"data": [...]}``, ``{"results": [...]}``).
+_WRAPPERS = {"data", "result", "results", "items", "item", "records", "record", "entries", "entry", "response", "payload",
+             "hits", "rows", "objects", "list", "values", "content", "contents", "matches", "page", "output"}
+_ID_WORDS = re.compile(r"\b(?:id|ids|identifier|identifiers|uuid|guid)\b", re.IGNORECASE)
+
+
+def name_tokens(name: str) -> list[str]:
+    """Lower-case words of an identifier in any style: ``getPetById`` -> get pet by id, ``userID`` -> user id."""
+    return [t.lower() for part in re.split(r"[^A-Za-z0-9]+", name or "") for t in _TOKEN.findall(part)]
+
+
+def singular(word: str) -> str:
+    w = word.lower()
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("sses", "xes", "ches", "shes", "uses")):
+        return w[:-2]
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        return w[:-1]
+    return w
+
+
+def entity_word(tokens: list[str]) -> str:
+    """The singular entity a list of words names: ``[issue, types]`` -> ``issue_type``."""
+    return "_".join(tokens[:-1] + [singular(tokens[-1])]) if tokens else ""
+
+
+@lru_cache(maxsize=4096)
+def key_canon(name: str) -> str:
+    """One spelling of an identifier name: ``pet_id``, ``petId``, ``PetID``, ``petid``, ``id_pet`` -> ``petid``."""
+    toks = name_tokens(name)
+    if len(toks) > 1 and toks[0] == "id":
+        toks = toks[1:] + ["id"]
+    return "".join(toks)
+
+
+def _id_entity_tokens(name: str) -> list[str] | None:
+    """The words before (or after) ``id`` in an identifier name, None when it is not ``E_id``-style."""
+    toks = name_tokens(name)
+    if len(toks) > 1 and toks[-1] == "id":
+        return toks[:-1]
+    if len(toks) > 1 and toks[0] == "id":
+        return toks[1:]
+    return None
+
+
+def schema_at(schema: dict[str, Any] | None, path: str) -> dict[str, Any]:
+    """The sub-schema at a dotted output path (``orders.*.order_id``), {} when absent."""
+    cur: Any = schema or {}
+    for part in path.split(".") if path else []:
+        if not isinstance(cur, dict):
+            return {}
+        cur = cur.get("items", {}) if part == "*" else (cur.get("properties") or {}).get(part, {})
+    return cur if isinstance(cur, dict) else {}
+
+
+class EntityIndex:
+    """Which entity an output leaf or a parameter is the identifier of, from the state schema
+    (collections: name, entity, primary key, reference fields) and the names in the docs.
+
+    Entities are singular snake-case words (``pet``, ``issue_type``); a word that names a
+    collection (``tickets``, ``ticket``, the ``pet`` of ``pet_id``) maps to its entity, any
+    other word stands for itself (``category`` of ``category.id``)."""
+
+    def __init__(self, env: EnvironmentRecord | None):
+        cols = env.state_schema.collections if env is not None else []
+        self.colls = {c.name: c for c in cols}
+        self.by_word: dict[str, str] = {}
+        self.pk_owner: dict[str, str] = {}  # key_canon(primary key) -> entity
+        self.refs: dict[str, dict[str, str]] = {}  # collection -> key_canon(ref field) -> referenced entity
+        refs_any: dict[str, set[str]] = defaultdict(set)
+        for c in cols:
+            ent = entity_word(name_tokens(c.entity)) or entity_word(name_tokens(c.name))
+            words = [entity_word(name_tokens(c.entity)), entity_word(name_tokens(c.name))]
+            pk_words = _id_entity_tokens(c.primary_key)
+            if pk_words:
+                words.append(entity_word(pk_words))
+            for w in words:
+                if w:
+                    self.by_word.setdefault(w, ent)
+                    self.by_word.setdefault(w.replace("_", ""), ent)
+            self.pk_owner.setdefault(key_canon(c.primary_key), ent)
+        for c in cols:
+            for f in c.fields:
+                if f.ref and f.ref in self.colls:
+                    target = self.coll_entity(f.ref)
+                    self.refs.setdefault(c.name, {})[key_canon(f.name)] = target
+                    refs_any[key_canon(f.name)].add(target)
+        self.refs_any = {k: next(iter(v)) for k, v in refs_any.items() if len(v) == 1}
+
+    # -------------------------------------------------------------- words
+    def entity(self, tokens: list[str]) -> str:
+        w = entity_word(tokens)
+        return self.by_word.get(w) or self.by_word.get(w.replace("_", "")) or w
+
+    def known(self, tokens: list[str]) -> bool:
+        w = entity_word(tokens)
+        return w in self.by_word or w.replace("_", "") in self.by_word
+
+    def coll_entity(self, coll: str) -> str:
+        c = self.colls[coll]
+        return entity_word(name_tokens(c.entity)) or entity_word(name_tokens(c.name))
+
+    def tool_entity(self, tool: ToolCode) -> str | None:
+        """The entity a tool reads or writes: its collection's, else the one its name names."""
+        if tool.collection and tool.collection in self.colls:
+            return self.coll_entity(tool.collection)
+        toks = name_tokens(tool.name)
+        if "by" in toks:
+            toks = toks[: toks.index("by")]
+        while toks and toks[0] in _VERBS:
+            toks = toks[1:]
+        if not toks:
+            return self.entity(name_tokens(tool.collection)) if tool.collection else None
+        for n in range(len(toks), 0, -1):  # the longest run of words that names a known entity, last first
+            for i in range(len(toks) - n, -1, -1):
+                if self.known(toks[i : i + n]):
+                    return self.entity(toks[i : i + n])
+        return self.entity(toks[-1:])
+
+    def is_create(self, tool: ToolCode) -> bool:
+        toks = name_tokens(tool.name)
+        return tool.kind == "create" or bool(toks and toks[0] in _CREATE_VERBS)
+
+    # -------------------------------------------------------------- outputs
+    def record_entity(self, src: ToolCode, parent: str) -> str | None:
+        """The entity of the record at output path ``parent`` ('' = the output itself): the field
+        holding it (``tickets.*`` -> ticket, ``category`` -> category; wrappers such as ``data`` or
+        ``results`` name nothing), else the tool's."""
+        for part in reversed([p for p in parent.split(".") if p] if parent else []):
+            if part != "*" and part.lower() not in _WRAPPERS:
+                return self.entity(name_tokens(part)) or None
+        return self.tool_entity(src)
+
+    def leaf_entity(self, src: ToolCode, path: str) -> tuple[str, str] | None:
+        """(entity, why) when the output leaf at ``path`` is the identifier of an entity."""
+        name = leaf(path)
+        parent = path[: -len(name) - 1] if "." in path else ""
+        xref = schema_at(src.output_schema, path).get("x-ref")
+        if isinstance(xref, str) and xref in self.colls:
+            return self.coll_entity(xref), f"x-ref {xref}"
+        c = key_canon(name)
+        if c == "id":
+            ent = self.record_entity(src, parent)
+            return (ent, f"id of a {ent} record") if ent else None
+        if c in self.pk_owner:
+            return self.pk_owner[c], "primary key"
+        rec = self.record_entity(src, parent)
+        coll = next((k for k in self.colls if self.coll_entity(k) == rec), None)
+        if coll and c in self.refs.get(coll, {}):
+            return self.refs[coll][c], "reference field"
+        if c in self.refs_any:
+            return self.refs_any[c], "reference field"
+        words = _id_entity_tokens(name)
+        if words:
+            return self.entity(words), "E_id name"
+        return None
+
+    # -------------------------------------------------------------- parameters
+    def param_entity(self, dst: ToolCode, param: str, schema: dict[str, Any]) -> tuple[str, str] | None:
+        """(entity, why) when parameter ``param`` of ``dst`` takes the identifier of an entity."""
+        c = key_canon(param)
+        ptypes = value_types(schema)
+        if ptypes and not ptypes & {"string", "integer", "number"}:
+            return None
+        if c == "id":
+            if self.is_create(dst):
+                return None  # the new record's own id, chosen by the caller
+            ent = self.tool_entity(dst)
+            return (ent, "the tool's own id") if ent else None
+        if dst.collection and c in self.refs.get(dst.collection, {}):
+            return self.refs[dst.collection][c], "reference field"
+        if c in self.pk_owner:
+            return self.pk_owner[c], "primary key"
+        if c in self.refs_any:
+            return self.refs_any[c], "reference field"
+        words = _id_entity_tokens(param)
+        if words:
+            return self.entity(words), "E_id name"
+        toks = name_tokens(param)
+        if len(toks) == 1 and toks[0].endswith("id") and len(toks[0]) > 3 and toks[0][:-2] in self.by_word:
+            return self.by_word[toks[0][:-2]], "Eid name"  # petid
+        if toks and self.known(toks) and not schema.get("enum") and self._says_id(self.entity(toks), schema):
+            return self.entity(toks), "bare entity name of an id"
+        return None
+
+    def _says_id(self, ent: str, schema: dict[str, Any]) -> bool:
+        """Does the schema of a parameter named after an entity say it is that entity's identifier?"""
+        desc = str(schema.get("description") or "")
+        if value_types(schema) == {"integer"} and not desc.strip():
+            return True  # an undocumented integer named after an entity (``pet: integer``) is its id
+        if schema.get("pattern") or schema.get("format") in ("uuid",):
+            return True
+        if _ID_WORDS.search(desc):
+            return True
+        compact = re.sub(r"[^a-z0-9]", "", desc.lower())
+        pks = [c.primary_key for c in self.colls.values() if self.coll_entity(c.name) == ent]
+        return any(len(k) > 3 and key_canon(k) in compact and key_canon(k) != "id" for k in pks)
 
 
 def _compatible(out_types: set[str], param_types: set[str]) -> bool:
@@ -115,19 +345,43 @@ def _compatible(out_types: set[str], param_types: set[str]) -> bool:
     return bool(out_types & _NUMERIC and param_types & _NUMERIC)
 
 
-def candidate_bindings(src: ToolCode, dst: ToolCode, keys: set[str], *, keys_only: bool) -> list[Binding]:
-    """Bindings of ``src``'s output leaves to ``dst``'s parameters by name and type."""
+def binding_reasons(src: ToolCode, dst: ToolCode, keys: set[str], *, keys_only: bool = True,
+                    index: EntityIndex | None = None) -> list[tuple[Binding, str]]:
+    """Bindings of ``src``'s output leaves to ``dst``'s parameters, each with why it binds.
+
+    ``same name``: a leaf of the parameter's name (an identifier when ``keys_only``), except a
+    bare ``id`` to an ``id``, which binds only as an entity binding (``category.id`` is not a
+    user's ``id``). ``<entity>: <leaf why> -> <param why>``: both name the id of one entity
+    (:class:`EntityIndex`; ``index`` None: no entity binding). Types must be compatible."""
     if src.name == dst.name:
         return []
-    paths = output_paths(src.output_schema)
-    out = []
+    paths = {p: t for p, t in sorted(output_paths(src.output_schema).items()) if t - {"object", "array"}}
+    leaf_ents = {p: index.leaf_entity(src, p) for p in paths} if index is not None else {}
+    out: list[tuple[Binding, str]] = []
     for param, pschema in param_schemas(dst).items():
-        if keys_only and not is_key_param(param, keys):
+        ptypes = value_types(pschema)
+        pent = index.param_entity(dst, param, pschema) if index is not None else None
+        seen: set[str] = set()
+        if not keys_only or is_key_param(param, keys):
+            for path, types in paths.items():
+                if leaf(path) == param and param != "id" and _compatible(types, ptypes):
+                    out.append((Binding(output_path=path, param=param), "same name"))
+                    seen.add(path)
+        if pent is None:
             continue
-        for path, types in sorted(paths.items()):
-            if leaf(path) == param and types - {"object", "array"} and _compatible(types, value_types(pschema)):
-                out.append(Binding(output_path=path, param=param))
+        for path, types in paths.items():
+            lent = leaf_ents.get(path)
+            if path in seen or lent is None or lent[0] != pent[0] or not _compatible(types, ptypes):
+                continue
+            out.append((Binding(output_path=path, param=param), f"{pent[0]}: {lent[1]} -> {pent[1]}"))
     return out
+
+
+def candidate_bindings(src: ToolCode, dst: ToolCode, keys: set[str], *, keys_only: bool,
+                       index: EntityIndex | None = None) -> list[Binding]:
+    """Bindings of ``src``'s output leaves to ``dst``'s parameters by name and type, and by
+    entity when ``index`` is given (see :func:`binding_reasons`)."""
+    return [b for b, _ in binding_reasons(src, dst, keys, keys_only=keys_only, index=index)]
 
 
 # --------------------------------------------------------------------------- LLM judgement
@@ -198,13 +452,16 @@ def build_graph(env: EnvironmentRecord, tools: Iterable[ToolCode], client: Any =
     """The tool graph of ``env`` over its accepted tools (offline binding or LLM judgement)."""
     accepted = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
     keys = key_fields(env)
+    index = EntityIndex(env)
     online = client is not None and not getattr(client, "is_offline", True)
     edges: dict[tuple[str, str], list[Binding]] = {}
     for a in accepted:
         for b in accepted:
-            bs = candidate_bindings(a, b, keys, keys_only=keys_only and not online)
-            if bs:
-                edges[(a.name, b.name)] = bs
+            found = binding_reasons(a, b, keys, keys_only=keys_only and not online, index=index)
+            if found:
+                edges[(a.name, b.name)] = [bd for bd, _ in found]
+                log.debug("tool_graph %s: %s -> %s: %s", env.env_id, a.name, b.name,
+                          "; ".join(f"{bd.output_path} -> {bd.param} ({why})" for bd, why in found))
     method = "offline"
     if online:
         edges = judge_edges(client, accepted, edges) if edges else {}
