@@ -24,6 +24,10 @@ def test_documented_vocabulary_and_examples():
     assert quoted_vocabulary(desc) == ["economy", "business", "first"]
     assert quoted_vocabulary("Seat class (economy, business, first)") == ["economy", "business", "first"]
     assert quoted_vocabulary("The 'name' of the user.") == []  # one quoted word is not a vocabulary
+    assert quoted_vocabulary('The mode to set. [Enum]: ["engage", "release"]') == ["engage", "release"]
+    assert quoted_vocabulary("The class of the travel. Options are: economy, business, first.") == [
+        "economy", "business", "first"]
+    assert quoted_vocabulary("Here are the options: read_write, read, write") == ["read_write", "read", "write"]
     d = domain_for("travel_class", {"type": "string", "description": desc})
     assert {d.draw(RNG) for _ in range(40)} == {"economy", "business", "first"}
     assert example_value("The invoice id, such as 'INV-00042'.") == "INV-00042"

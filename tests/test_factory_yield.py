@@ -43,3 +43,16 @@ def test_why_empty_names_the_first_stage_that_came_up_empty(tmp_path):
         assert (row["n_verified"] > 0) == (row["why_empty"] is None)
         if row["why_empty"]:
             assert row["why_empty"].split(":")[0] in ("synthesize", "sample", "generate", "verify", "stateless tool set")
+
+
+def test_a_tool_graph_without_edges_still_yields_single_write_tasks(tmp_path):
+    from autoforge.pipeline import run_factory
+    from autoforge.types import Task
+    from autoforge.warehouse import read_records
+
+    wh = str(tmp_path / "w.duckdb")
+    run_factory(paths=[str(FIXTURES / "effects_filesystem.json")], bundled=False, tasks_per_env=10, warehouse=wh)
+    (row,) = environment_yield(wh)
+    assert row["n_edges"] == 0 and row["start_rules"] == "entry" and row["n_verified"] > 0
+    tasks = [t for t in read_records(wh, Task) if t.status == "verified"]
+    assert all(t.initial_state != t.gold_state for t in tasks)  # each changes the state it is verified on

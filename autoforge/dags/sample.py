@@ -58,6 +58,12 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
                                 env=env)
         if seqs:
             break
+    if not seqs and start == "auto" and min_len > 1:
+        # no multi-step walk anywhere (a tool graph without edges): single writes that need no
+        # stored id (make a folder, store a key) are still tasks with a state change to verify
+        rule = "entry"
+        seqs = sample_sequences(graph, mine, walks, seed, min_len=1, max_len=max_len, start=rule, n_merged=merges,
+                                env=env)
     seqs = [s.model_copy(update={"run_id": run_id, "start_rule": rule}) for s in seqs]
     dags, rejections = build_dags(graph, seqs, mine, env, seed=seed, variants=dag_variants, knobs=knobs, run_id=run_id)
     if not seqs:

@@ -39,7 +39,10 @@ PAIR_WORDS = [("start", "end"), ("check_in", "check_out"), ("checkin", "checkout
 
 _QUOTED = re.compile(r"""['"`‘’“”]([^'"`‘’“”\n]{1,40})['"`‘’“”]""")
 _VOCAB_CUE = re.compile(r"\b(?:one of|options?|either|allowed|valid values?|possible values?|can be|must be|accepted|"
-                        r"choices?|values?:|such as|for example|like)\b|\be\.g\.", re.IGNORECASE)
+                        r"choices?|values?:|enum|such as|for example|like)\b|\be\.g\.", re.IGNORECASE)
+# "Options are: economy, business, first." / "Here are the options: read_write, read, write"
+_COLON_LIST = re.compile(r"\b(?:options?|values?|choices?|one of|either)\b[^:.]{0,20}:\s*([\w-]+(?:\s*(?:,|\bor\b|\band\b|/)\s*[\w-]+){1,9})",
+                         re.IGNORECASE)
 _EXAMPLE_CUE = re.compile(r"\b(?:such as|for example|like|format)\b|\be\.g\.", re.IGNORECASE)
 _PAREN_LIST = re.compile(r"\(([A-Za-z][\w ]{0,20}(?:\s*[,/|]\s*[A-Za-z][\w ]{0,20}){1,9})\)")
 
@@ -73,6 +76,9 @@ def quoted_vocabulary(description: str) -> list[str]:
     if len(vals) < 2:
         m = _PAREN_LIST.search(text)
         vals = [v.strip() for v in re.split(r"\s*[,/|]\s*", m.group(1))] if m else []
+    if len(vals) < 2:
+        m = _COLON_LIST.search(text)
+        vals = [v.strip() for v in re.split(r"\s*(?:,|\bor\b|\band\b|/)\s*", m.group(1)) if v.strip()] if m else []
     vals = list(dict.fromkeys(v for v in vals if len(v.split()) <= 3 and not v.endswith((".", ":"))))
     return vals if len(vals) >= 2 else []
 
