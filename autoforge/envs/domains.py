@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import date, timedelta
 from typing import Any, Callable, Iterable
 
@@ -61,9 +62,10 @@ def _choice(name: str, values: Iterable[Any]) -> Domain:
     return Domain(name, lambda rng: rng.choice(vals), vals)
 
 
-def _words(name: str) -> list[str]:
+@lru_cache(maxsize=4096)
+def _words(name: str) -> tuple[str, ...]:
     s = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name)
-    return [w for w in re.split(r"[^a-zA-Z0-9]+", s.lower()) if w]
+    return tuple(w for w in re.split(r"[^a-zA-Z0-9]+", s.lower()) if w)
 
 
 def quoted_vocabulary(description: str) -> list[str]:
@@ -110,11 +112,17 @@ def domain_for(name: str, schema: dict | None = None, *, siblings: Iterable[str]
     """The domain of a field or argument named ``name`` (JSON Schema ``schema``, neighbouring field
     names ``siblings``, extra ``description`` text), or None when the docs say nothing specific."""
     schema = schema if isinstance(schema, dict) else {}
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return _choice("enum", schema["enum"])
     typ = schema.get("type")
     typ = next((t for t in typ if t != "null"), None) if isinstance(typ, list) else typ
     text = " ".join(x for x in (schema.get("description") or "", description) if isinstance(x, str))
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return _choice("enum", schema["enum"])
+    return _domain(name, typ if isinstance(typ, str) else None, text, schema.get("maxLength"), tuple(siblings))
+
+
+@lru_cache(maxsize=8192)
+def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tuple[str, ...]) -> Domain | None:
+    """:func:`domain_for` on hashable inputs (drawing values is hot: every leaf of every task state)."""
     words = _words(name)
     sib = {w for s in siblings for w in _words(s)}
     low = text.lower()
@@ -131,28 +139,32 @@ def domain_for(name: str, schema: dict | None = None, *, siblings: Iterable[str]
                 "origin", "destination", "from", "to", "departure", "arrival")):
             return _choice("airport", AIRPORTS)
         if "country" in words:
-            two = schema.get("maxLength") == 2 or "code" in words or "iso" in low or "two-letter" in low
+            two = max_length == 2 or "code" in words or "iso" in low or "two-letter" in low
             return _choice("country", COUNTRY_CODES if two else COUNTRY_NAMES)
         addressy = {"city", "zip", "zipcode", "postal", "street", "address", "country"} & (sib | set(words))
-        if words[-1:] in (["state"], ["province"], ["region"]) and (addressy or "us state" in low or "province" in low):
+        if words[-1:] in (("state",), ("province",), ("region",)) and (addressy or "us state" in low or "province" in low):
             full = "full" in low or "name of the state" in low
             return _choice("us_state", US_STATE_NAMES if full else US_STATES)
-        if words[-1:] == ["city"] or words == ["city"]:
+        if words[-1:] == ("city",):
             return _choice("city", CITIES)
         if "currency" in words:
             return _choice("currency", CURRENCIES)
-        if words[-1:] in (["language"], ["lang"], ["locale"]):
+        if words[-1:] in (("language",), ("lang",), ("locale",)):
             return _choice("language", LANGUAGES)
     return None
 
 
+_PAIR_RES = [(re.compile(rf"(^|_){re.escape(word)}($|_)"), role) for a, b in PAIR_WORDS
+             for word, role in ((a, "start"), (b, "end"))]
+
+
+@lru_cache(maxsize=4096)
 def pair_of(name: str) -> tuple[str, str] | None:
-    """(role, stem) when ``name`` is one end of an ordered pair: ``check_in_date`` -> ("start", "check_in")."""
+    """(role, stem) when ``name`` is one end of an ordered pair: ``check_in_date`` -> ("start", "#_date")."""
     n = "_".join(_words(name))
-    for a, b in PAIR_WORDS:
-        for word, role in ((a, "start"), (b, "end")):
-            if re.search(rf"(^|_){re.escape(word)}($|_)", n):
-                return role, re.sub(rf"(^|_){re.escape(word)}($|_)", r"\1#\2", n, count=1)
+    for rx, role in _PAIR_RES:
+        if rx.search(n):
+            return role, rx.sub(r"\1#\2", n, count=1)
     return None
 
 
