@@ -352,3 +352,10 @@ def test_new_op_placements_give_verified_tasks_solvable_in_dialogue(env, tools, 
     assert ep.reward == 1.0, (ep.termination, ep.termination_detail)
     words = {"compare": "whichever of", "count": "the number of", "sum": "the total quantity of"}[op]
     assert words in task.request, task.request
+
+
+def test_camel_case_tool_names_are_phrased_as_words():
+    from autoforge.envs import naming
+
+    assert naming.words("placeOrder") == ["place", "order"] and naming.words("orders.get") == ["orders", "get"]
+    assert naming.words("cancel_order") == "cancel_order".split("_")  # snake_case names read as before

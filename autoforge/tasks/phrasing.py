@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autoforge.dags.graph import is_key_param, key_fields, param_schemas
 from autoforge.dags.reasoning import describe_op
+from autoforge.envs import naming
 from autoforge.errors import AutoforgeError
 from autoforge.tasks.execute import DagRun
 from autoforge.tasks.instantiate import PERSON
@@ -322,7 +323,7 @@ class _Writer:
         data = [self.data_phrase(tool, a, s) for a, s in data_args]
         said = [(p, v) for p, v in data if v is not None]
         unsaid = [self.unsaid(s) for (a, s), (p, v) in zip(data_args, data) if v is None]  # named by their fact
-        words = tool.name.split("_")
+        words = naming.words(tool.name)  # placeOrder, place-order, orders.place: words, not one token
         verb = words[0]
         if (tool.kind == "create" or verb in CREATE_VERBS) and obj is None:
             text = f"{verb if verb != 'new' else 'create'} a new {ent}"
