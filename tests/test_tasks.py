@@ -354,8 +354,18 @@ def test_new_op_placements_give_verified_tasks_solvable_in_dialogue(env, tools, 
     assert words in task.request, task.request
 
 
-def test_camel_case_tool_names_are_phrased_as_words():
-    from autoforge.envs import naming
+def test_camel_case_tool_names_are_phrased_as_words(tmp_path):
+    import re
+    from pathlib import Path as _P
 
-    assert naming.words("placeOrder") == ["place", "order"] and naming.words("orders.get") == ["orders", "get"]
-    assert naming.words("cancel_order") == "cancel_order".split("_")  # snake_case names read as before
+    from autoforge.pipeline import run_factory
+    from autoforge.warehouse import query
+
+    wh = str(tmp_path / "w.duckdb")
+    fixture = _P(__file__).parent / "fixtures" / "realstyle" / "ids_petshop_body.json"
+    run_factory(paths=[str(fixture)], bundled=False, tasks_per_env=10, warehouse=wh)
+    names = [r["name"] for r in query(wh, "SELECT name FROM tool_code", read_only_check=False)]
+    camel = [n for n in names if re.search(r"[a-z][A-Z]", n)]
+    requests = [r["request"] for r in query(wh, "SELECT request FROM tasks", read_only_check=False)]
+    assert camel and requests
+    assert not [q for q in requests for n in camel if n in q], "a request spells a camelCase tool name as one token"
