@@ -158,6 +158,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
                  "writes reachable from a read": f"{r['n_writes_reachable']}/{r['n_write_tools']}",
                  "+ needing no id": f"{r['n_writes_usable'] - r['n_writes_reachable']}",
                  "rules found / enforced / probe ok": f"{r['n_rules']} / {r['n_rules_enforced']} / {r['n_rules_probe_passed']}",
+                 "outputs derived": r["n_outputs_derived"],
                  "writes no read leads to": _names(r["writes_unreachable"])} for r in checks],
                title="acceptance checks (autoforge sql \"SELECT * FROM v_environment_checks\")")
     c = summary["counts"]

@@ -195,6 +195,7 @@ class ToolCode(Record):
     collection: str | None = None  # main collection it reads or writes
     parameters: dict[str, Any] = Field(default_factory=dict)  # JSON Schema validated before each call
     output_schema: dict[str, Any] | None = None  # what the code returns on success (for DAG binding)
+    output_schema_source: Literal["documented", "derived"] = "documented"  # derived: the docs give no output; it comes from the state model
     run_id: str | None = None
     function_name: str | None = None  # the Python function implementing it (``orders.get`` -> orders_get); None: = name
     arg_map: dict[str, str] = Field(default_factory=dict)  # public argument name -> Python parameter, where they differ

@@ -9,6 +9,10 @@ WITH environments_ AS (                            -- import: the environments a
 toolsets_ AS (                                     -- import: the tool sets (stateful | stateless)
     SELECT toolset_id, kind FROM toolsets
 ),
+outputs_ AS (                                      -- import: accepted tools whose output schema was derived, not documented
+    SELECT env_id, count(*) FILTER (WHERE output_schema_source = 'derived') AS n_outputs_derived
+    FROM tool_code WHERE status = 'accepted' GROUP BY env_id
+),
 rules_ AS (                                        -- import: rule counts per environment
     SELECT env_id, n_rules, n_enforced, n_probe_passed, n_probe_failed, n_not_enforced FROM v_environment_rules
 )
@@ -26,6 +30,7 @@ SELECT
     e.n_write_tools - json_array_length(e.writes_unreachable) + json_array_length(e.writes_standalone)
         AS n_writes_usable,                                          -- reachable from a read, or needing no stored id (a task can start there)
     e.writes_standalone,                                             -- unreachable writes needing no stored id (create, login)
+    coalesce(o.n_outputs_derived, 0) AS n_outputs_derived,           -- accepted tools whose output schema was derived from the state model
     coalesce(r.n_rules, 0) AS n_rules,                               -- rules the prose states (any kind)
     coalesce(r.n_enforced, 0) AS n_rules_enforced,                   -- rules the tool code enforces
     coalesce(r.n_probe_passed, 0) AS n_rules_probe_passed,           -- enforced rules whose probe passed
@@ -34,3 +39,4 @@ SELECT
 FROM environments_ e
 LEFT JOIN toolsets_ t ON t.toolset_id = e.toolset_id
 LEFT JOIN rules_ r ON r.env_id = e.env_id
+LEFT JOIN outputs_ o ON o.env_id = e.env_id

@@ -63,3 +63,17 @@ def test_unreachable_writes_follow_the_edges():
                       edges=[GraphEdge(src="find", dst="update", bindings=[]),
                              GraphEdge(src="update", dst="archive", bindings=[])])
     assert unreachable_writes(graph, tools) == ["purge"]  # archive is reached through update
+
+
+def test_outputs_the_docs_do_not_give_are_marked_derived(warehouse):
+    run_ingest(warehouse, paths=[FIXTURES / "rules_tickets.json"])  # a real-doc style set with no output schemas
+    run_ingest(warehouse, bundled=True)
+    run_synthesis(warehouse)
+    tools = read_records(warehouse, ToolCode)
+    helpdesk = {e.env_id for e in read_records(warehouse, EnvironmentRecord) if e.name == "rules_tickets"}
+    mine = [t for t in tools if t.env_id in helpdesk]
+    assert mine and all(t.output_schema_source == "derived" and t.output_schema for t in mine)
+    assert all(t.output_schema_source == "documented" for t in tools if t.env_id not in helpdesk)  # bundled: all documented
+    rows = {r["name"]: r for r in environment_checks(warehouse)}
+    assert rows["rules_tickets"]["n_outputs_derived"] == len([t for t in mine if t.status == "accepted"])
+    assert rows["retail"]["n_outputs_derived"] == 0

@@ -134,6 +134,7 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
         tool = ToolCode(code_id=content_id("code", env_id, spec.name, draft.source), env_id=env_id, tool_id=spec.tool_id,
                         name=spec.name, source=draft.source, status="accepted", effect=draft.effect, kind=draft.kind,
                         collection=draft.collection, parameters=spec.parameters, output_schema=draft.output_schema,
+                        output_schema_source="documented" if spec.output_schema else "derived",
                         run_id=run_id, function_name=draft.function_name, arg_map=arg_map)
         res = smoke_until_success(tool, spec, state, schema, draft.collection, plans[spec.name].kind)
         if not res.ok:
@@ -313,6 +314,7 @@ def _llm_tool(spec: ToolSpec, source: str, reply: ToolCodeReply | None, run_id: 
                     effect=(reply.effect if reply else spec.effect), kind="llm",
                     collection=reply.collection if reply else None, parameters=spec.parameters,
                     output_schema=(reply.output_schema if reply and reply.output_schema else spec.output_schema),
+                    output_schema_source="documented" if spec.output_schema else "derived",
                     run_id=run_id)
 
 
