@@ -19,22 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import networkx as nx
-
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "realdocs"
-
-
-def reachable_writes(graph, tools) -> tuple[int, int]:
-    """(write tools reachable from some read tool through graph edges, write tools)."""
-    effect = {t.name: t.effect for t in tools}
-    g = nx.DiGraph()
-    g.add_nodes_from(effect)
-    g.add_edges_from((e.src, e.dst) for e in (graph.edges if graph else []))
-    writes = {n for n, e in effect.items() if e == "write"}
-    reached: set[str] = set()
-    for r in (n for n, e in effect.items() if e == "read"):
-        reached |= nx.descendants(g, r)
-    return len(writes & reached), len(writes)
 
 
 def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
@@ -62,9 +47,11 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     row["accepted"] = len(accepted)
     for eff in ("read", "write", "unknown"):
         row[eff] = sum(t.effect == eff for t in accepted)
-    reach = [reachable_writes(graphs.get(e.env_id), [t for t in accepted if t.env_id == e.env_id]) for e in envs]
-    row["writes_reachable"] = f"{sum(r for r, _ in reach)}/{sum(w for _, w in reach)}"
-    row["writes_usable"] = f"{sum(r for r, _ in reach) + sum(len(e.writes_standalone) for e in envs)}/{sum(w for _, w in reach)}"
+    # the linkage check stored with each environment at synthesis (autoforge.dags.sample.unreachable_writes)
+    n_writes = sum(e.n_write_tools for e in envs)
+    unreachable = sum(len(e.writes_unreachable) for e in envs)
+    row["writes_reachable"] = f"{n_writes - unreachable}/{n_writes}"
+    row["writes_usable"] = f"{n_writes - unreachable + sum(len(e.writes_standalone) for e in envs)}/{n_writes}"
     cols = [c for e in envs for c in e.state_schema.collections]
     row["collections"] = len(cols)
     row["links"] = sum(1 for c in cols for f in c.fields if f.ref)

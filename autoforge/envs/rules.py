@@ -352,7 +352,6 @@ def probe_rules(env: Any, tool: Any, spec: ToolSpec, rules: list[ToolRule], stat
     enum = [e for e in (sf.enum or []) if isinstance(e, str)] if sf else []
     src = next((r for r in enforced if r.kind == "source_status"), None)
     result = next((r.values[0] for r in enforced if r.kind == "result_status" and r.values), None)
-    stamps = [r.field for r in enforced if r.kind == "side_effect" and r.field]
     allowed = [v for v in (src.values if src else enum) if v != result] or (src.values if src else [])
 
     def with_status(value: Any) -> dict:

@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
+from autoforge.envs import domains as D
 from autoforge.envs import naming as nm
 from autoforge.envs.schema_offline import ID_PATTERN, id_param_entity, id_value, is_integer_ids, list_filter_field
 from autoforge.tooldocs.schema import json_type, unwrap
@@ -29,8 +30,8 @@ N_RECORDS = 4  # records per collection: enough for filters to select a subset, 
 
 FIRST = ["Ava", "Liam", "Sofia", "Noah", "Mia", "Ethan", "Zoe", "Lucas"]
 LAST = ["Chen", "Patel", "Garcia", "Kim", "Rossi", "Okafor", "Novak", "Silva"]
-CITIES = ["Seattle", "Austin", "Boston", "Denver", "Chicago", "Portland"]
-COUNTRIES = ["US", "CA", "GB", "DE", "FR", "JP"]
+CITIES = D.CITIES[:6]  # the first cities and countries of the value domains (one list of each in the package)
+COUNTRIES = D.COUNTRY_CODES[:6]
 REGIONS = ["WA", "TX", "MA", "CO", "IL", "OR"]  # the states of CITIES
 STREETS = ["12 Pine St", "48 Oak Ave", "7 Elm Rd", "301 Maple Blvd", "55 Cedar Ln", "9 Birch Ct"]
 ADJ = ["Classic", "Premium", "Compact", "Deluxe", "Essential", "Urban", "Summit", "Coastal"]
