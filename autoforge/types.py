@@ -230,6 +230,9 @@ class GraphEdge(Record):
     src: str
     dst: str
     bindings: list[Binding]
+    # data: an output of src feeds a parameter of dst; state: src (a read) shows the record or
+    # fields dst (a write) changes, with no data flow (autoforge.dags.graph.state_edges)
+    kind: Literal["data", "state"] = "data"
 
 
 class ToolGraph(Record):

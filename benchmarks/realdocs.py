@@ -5,8 +5,11 @@
 DIR is a folder of tool-set folders (one folder = one tool set, in any format ``autoforge ingest``
 reads), e.g. a checkout's copy of public projects' tool docs. Per tool set it prints: tools
 ingested and accepted; read / write / unknown tools; write tools reachable from a read in the
-tool graph (and "usable": reachable, or needing no stored id, like a create); collections and reference fields of the state structure; verified tasks, distinct
-gold tool sequences and write tools used by them. Prints figures; asserts nothing.
+tool graph through data or state edges, and through data edges alone (``by_data``: an output
+of the read feeds the write; a state edge: the read shows what the write changes); collections
+and reference fields of the state structure; verified tasks, distinct gold tool sequences and
+write tools used by them; rules found / enforced / probe-passed / unparsed. Prints figures;
+asserts nothing.
 """
 
 from __future__ import annotations
@@ -51,6 +54,12 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     n_writes = sum(e.n_write_tools for e in envs)
     unreachable = sum(len(e.writes_unreachable) for e in envs)
     row["writes_reachable"] = f"{n_writes - unreachable}/{n_writes}"
+    from autoforge.dags.sample import unreachable_writes
+
+    data_only = sum(len(unreachable_writes(g.model_copy(update={"edges": [e for e in g.edges if e.kind == "data"]}), tools))
+                    for g in graphs.values())
+    row["by_data"] = f"{n_writes - data_only}/{n_writes}"
+    row["state_edges"] = sum(e.kind == "state" for g in graphs.values() for e in g.edges)
     row["writes_usable"] = f"{n_writes - unreachable + sum(len(e.writes_standalone) for e in envs)}/{n_writes}"
     cols = [c for e in envs for c in e.state_schema.collections]
     row["collections"] = len(cols)
@@ -71,7 +80,7 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
 
 
 COLUMNS = ["toolset", "kind", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
-           "writes_reachable", "writes_usable", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
+           "writes_reachable", "by_data", "state_edges", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
            "rules_probe_passed", "rules_unparsed", "seconds"]
 
 

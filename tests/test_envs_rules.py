@@ -165,4 +165,11 @@ def test_real_docs_rules_listed_never_dropped():
     result = synthesize_environment(ts, res.specs)
     texts = {r.text for r in result.rules}
     assert any("At least one of body or reaction is required" in t for t in texts)
-    assert all(r.enforcement == "not enforced" for r in result.rules if r.kind in ("constraint", "unparsed"))
+    # argument rules (ranges, one-of, required-when ...) are code and pass their probes; the rest
+    # is listed as not enforced, never dropped
+    args = [r for r in result.rules if r.kind == "constraint" and r.values and isinstance(r.values[0], str)]
+    assert {r.values[0] for r in args} >= {"one_of", "excludes", "range", "required_when", "only_when"}
+    assert all(r.enforcement == "code" and r.probe == "passed" for r in args), [(r.tool, r.values, r.probe_detail)
+                                                                               for r in args if r.probe != "passed"]
+    assert all(r.enforcement == "not enforced" for r in result.rules if r not in args)
+    assert any(r.kind == "unparsed" for r in result.rules)

@@ -45,13 +45,43 @@ def test_why_empty_names_the_first_stage_that_came_up_empty(tmp_path):
             assert row["why_empty"].split(":")[0] in ("synthesize", "sample", "generate", "verify", "stateless tool set")
 
 
-def test_a_tool_graph_without_edges_still_yields_single_write_tasks(tmp_path):
+def test_a_file_system_links_its_listing_to_the_writes(tmp_path):
+    """``ls`` / ``cat`` take no id; the files are keyed by ``file_name`` (a natural key) and the
+    listing shows what ``rm`` / ``touch`` change: the graph connects reads to every write."""
     from autoforge.pipeline import run_factory
-    from autoforge.types import Task
+    from autoforge.types import EnvironmentRecord, ToolGraph
     from autoforge.warehouse import read_records
 
     wh = str(tmp_path / "w.duckdb")
     run_factory(paths=[str(FIXTURES / "effects_filesystem.json")], bundled=False, tasks_per_env=10, warehouse=wh)
+    (row,) = environment_yield(wh)
+    assert row["n_edges"] > 0 and row["n_verified"] > 0
+    (env,) = read_records(wh, EnvironmentRecord)
+    assert env.n_write_tools > 0 and env.writes_unreachable == []
+    (graph,) = read_records(wh, ToolGraph)
+    assert {e.kind for e in graph.edges} <= {"data", "state"}
+
+
+def test_a_tool_graph_without_edges_still_yields_single_write_tasks(tmp_path):
+    """Writes only (no read to start from or link): single-write tasks, start rule ``entry``."""
+    import json
+
+    from autoforge.pipeline import run_factory
+    from autoforge.types import Task
+    from autoforge.warehouse import read_records
+
+    def tool(name: str, desc: str, params: dict) -> dict:
+        return {"type": "function", "function": {"name": name, "description": desc, "parameters": {
+            "type": "object", "properties": params, "required": list(params)}}}
+
+    doc = tmp_path / "notes_writer.json"
+    doc.write_text(json.dumps([
+        tool("store_note", "Store a note under a title.", {"title": {"type": "string"}, "text": {"type": "string"}}),
+        tool("set_reminder", "Set a reminder for a date.", {"date": {"type": "string", "format": "date"},
+                                                            "message": {"type": "string"}}),
+    ]))
+    wh = str(tmp_path / "w.duckdb")
+    run_factory(paths=[str(doc)], bundled=False, tasks_per_env=10, warehouse=wh)
     (row,) = environment_yield(wh)
     assert row["n_edges"] == 0 and row["start_rules"] == "entry" and row["n_verified"] > 0
     tasks = [t for t in read_records(wh, Task) if t.status == "verified"]

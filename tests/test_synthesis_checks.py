@@ -64,8 +64,8 @@ def test_a_tool_that_cannot_be_written_is_rejected_and_stored(monkeypatch):
 
     real = synthesis.offline_tool_code
 
-    def broken(spec_, plan, schema):
-        draft = real(spec_, plan, schema)
+    def broken(spec_, plan, schema, **kw):
+        draft = real(spec_, plan, schema, **kw)
         if spec_.name == "orders.export":
             draft.source = "import os\n" + draft.source
         return draft

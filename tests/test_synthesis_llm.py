@@ -120,3 +120,27 @@ def test_schema_failure_fails_the_environment_with_a_rejection():
     res = synthesize_environment(mock_toolset(specs), specs, client=llm, settings=get_settings())
     assert res.environment.status == "failed" and res.tools == []
     assert res.rejections[0].reason == "state_schema_failed" and "never validated" in res.rejections[0].detail
+
+
+CANCEL_PERMISSIVE = '''
+def cancel_order(state, order_id, reason=None):
+    order = state["orders"].get(order_id)
+    if order is None:
+        return error(f"order {order_id} not found")
+    order["status"] = "cancelled"
+    return copy(order)
+'''
+
+
+def test_llm_code_is_told_the_rules_and_probed_like_offline_code():
+    """The prompt carries the rules read from the docs; the LLM's code is probed the same way:
+    enforcing code passes, permissive code is recorded as failing the probe."""
+    specs = [s for s in specs3() if s.name == "cancel_order"]
+    for source, probe in ((CANCEL_GOOD, "passed"), (CANCEL_PERMISSIVE, "failed")):
+        llm = ScriptedLLM(SCHEMA, {"cancel_order": [reply(source, "write", "orders")]})
+        res = synthesize_environment(mock_toolset(specs), specs, client=llm, settings=get_settings().with_(llm_max_repairs=0))
+        (step, messages), = [c for c in llm.calls if c[0] == "tool_code"]
+        told = json.loads(messages[-1]["content"])["rules"]
+        assert any(r["kind"] == "source_status" and r["values"] == ["pending", "processing"] for r in told)
+        (rule,) = [r for r in res.rules if r.kind == "source_status"]
+        assert rule.enforcement == "code" and rule.probe == probe, rule.probe_detail

@@ -20,6 +20,11 @@ output of one tool is likely to be a valid input for another tool". Here:
   ``x-ref`` or an ``E_id``-style name; the parameter is ``E_id``/``EId``/``Eid``/``id_E``,
   E's primary key, a reference field to E, the tool's own ``id`` (not on a create: that id
   is new), or a bare ``E`` whose schema says it is an identifier. Types stay compatible.
+- state edges (offline and online): a write that no read reaches through data edges gets an
+  edge from each read that shows what it changes: a read of the same collection (list the
+  articles, then create one), or one whose output names a field the write's collection holds
+  (``displayCarStatus`` reports ``fuel_level``, which ``fillFuelTank`` changes). Such an edge
+  has no binding (``GraphEdge.kind="state"``): the task checks before it acts.
 - online (``client`` not offline): every pair with a same-name binding (keys or not) is
   a *candidate*; the LLM judges the candidates in one structured reply per chunk and only
   accepted edges, with bindings among the candidate ones, are kept.
@@ -275,6 +280,9 @@ class EntityIndex:
         """(entity, why) when the output leaf at ``path`` is the identifier of an entity."""
         name = leaf(path)
         parent = path[: -len(name) - 1] if "." in path else ""
+        if name == "*" and parent:  # an item of a list of ids: ``order_ids.*``
+            words = _id_entity_tokens(singular(leaf(parent)))
+            return (self.entity(words), "item of an id list") if words else None
         xref = schema_at(src.output_schema, path).get("x-ref")
         if isinstance(xref, str) and xref in self.colls:
             return self.coll_entity(xref), f"x-ref {xref}"
@@ -298,10 +306,14 @@ class EntityIndex:
     # -------------------------------------------------------------- parameters
     def param_entity(self, dst: ToolCode, param: str, schema: dict[str, Any]) -> tuple[str, str] | None:
         """(entity, why) when parameter ``param`` of ``dst`` takes the identifier of an entity."""
-        c = key_canon(param)
         ptypes = value_types(schema)
         if ptypes and not ptypes & {"string", "integer", "number"}:
             return None
+        code_name = (dst.arg_map or {}).get(param)
+        if code_name and code_name != param and _id_entity_tokens(code_name) and not self.is_create(dst):
+            # the synthesizer read ``slug`` as the article's key (autoforge.envs.canonical.natural_keys)
+            return self.entity(_id_entity_tokens(code_name)), f"natural key ({code_name})"
+        c = key_canon(param)
         if c == "id":
             if self.is_create(dst):
                 return None  # the new record's own id, chosen by the caller
@@ -466,12 +478,66 @@ def build_graph(env: EnvironmentRecord, tools: Iterable[ToolCode], client: Any =
     if online:
         edges = judge_edges(client, accepted, edges) if edges else {}
         method = getattr(client, "name", "llm")
+    states = state_edges(env, accepted, edges)
+    if online and states:  # the LLM judges the state candidates too
+        states = sorted(judge_edges(client, accepted, {pair: [] for pair in states}))
     glist = [GraphEdge(src=s, dst=d, bindings=bs) for (s, d), bs in sorted(edges.items())]
+    glist += [GraphEdge(src=s, dst=d, bindings=[], kind="state") for s, d in states]
     names = [t.name for t in accepted]
     return ToolGraph(
-        graph_id=content_id("graph", env.env_id, [e.model_dump() for e in glist]),
+        graph_id=content_id("graph", env.env_id, [e.model_dump(exclude={"kind"} if e.kind == "data" else None) for e in glist]),
         env_id=env.env_id, tools=names, edges=glist, method=method, run_id=run_id,
     )
+
+
+# Words of field names too common to say two tools touch the same thing.
+GENERIC_WORDS = {"id", "ids", "status", "mode", "type", "name", "result", "results", "message", "messages", "count",
+                 "success", "error", "value", "values", "data", "description", "option", "options", "info", "list",
+                 "current", "new", "total", "number", "level", "state", "time", "date", "amount", "details", "detail",
+                 "records", "record", "items", "item", "response", "output", "content", "unit", "key", "keys", "true",
+                 "false", "flag", "enabled", "updated", "created", "last"}
+
+
+# Short forms names use for the same word (``dir_id`` and ``current_directory_content``).
+ABBREVIATIONS = {"dir": "directory", "repo": "repository", "msg": "message", "qty": "quantity", "addr": "address",
+                 "doc": "document", "config": "configuration", "org": "organization", "env": "environment",
+                 "img": "image", "pic": "picture", "temp": "temperature", "acct": "account", "txn": "transaction",
+                 "cat": "category", "pwd": "password", "usr": "user", "loc": "location", "pkg": "package"}
+
+
+def _specific_words(name: str) -> frozenset[str]:
+    ws = (ABBREVIATIONS.get(w, w) for w in name_tokens(name))
+    return frozenset(singular(w) for w in ws if len(w) > 2 and w not in GENERIC_WORDS)
+
+
+def _shows(read_leaves: set[frozenset[str]], fields: list[frozenset[str]]) -> bool:
+    """Does an output leaf name a field: all of the field's specific words are in the leaf's
+    (``fuel_level`` shows fuel_level, ``door_status`` shows door, ``current_speed`` not fan_speed)."""
+    return any(f and f <= leaf_words for f in fields for leaf_words in read_leaves)
+
+
+def state_edges(env: EnvironmentRecord, tools: list[ToolCode], edges: dict[tuple[str, str], list[Binding]]) -> list[tuple[str, str]]:
+    """(read, write) pairs for writes no read reaches through ``edges``: the read shows what the write changes.
+
+    Same collection (the read lists the records the write changes or adds to), or the read's
+    output names a field of the write's collection (:func:`_shows`: by specific words, never by
+    generic ones such as ``status`` or ``mode``)."""
+    g = nx.DiGraph()
+    g.add_nodes_from(t.name for t in tools)
+    g.add_edges_from(edges)
+    reads = [t for t in tools if t.effect == "read"]
+    reached: set[str] = set()
+    for r in reads:
+        reached |= nx.descendants(g, r.name)
+    fields_of = {c.name: [_specific_words(f.name) for f in c.fields] for c in env.state_schema.collections}
+    read_leaves = {r.name: {_specific_words(leaf(p)) for p in output_paths(r.output_schema) if leaf(p) != "*"} for r in reads}
+    out: list[tuple[str, str]] = []
+    for w in sorted((t for t in tools if t.effect == "write" and t.name not in reached), key=lambda t: t.name):
+        mine = fields_of.get(w.collection or "", [])
+        for r in sorted(reads, key=lambda t: t.name):
+            if (r.collection and r.collection == w.collection) or _shows(read_leaves[r.name], mine):
+                out.append((r.name, w.name))
+    return out
 
 
 def build_graphs(envs: Iterable[EnvironmentRecord], tools: Iterable[ToolCode], client: Any = None, *,

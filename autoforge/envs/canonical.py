@@ -63,16 +63,22 @@ def _name_entity(sp: str) -> tuple[str | None, bool]:
     return nm.singular(base), has_id_word
 
 
-def _tool_entity(name: str) -> str | None:
-    """The entity a tool name is about (``trackShipment`` -> shipment, ``pets.get`` -> pet)."""
+def _head_words(name: str, suffixes: set[str] = nm.NAME_SUFFIXES) -> list[str]:
+    """The words of a tool name after its verb and before any preposition, less trailing ``suffixes``."""
     _, rest = nm.verb_of(name)
     head: list[str] = []
     for w in rest:
         if w in nm.PREPOSITIONS:
             break
         head.append(w)
-    while head and head[-1] in nm.NAME_SUFFIXES:
+    while head and head[-1] in suffixes:
         head = head[:-1]
+    return head
+
+
+def _tool_entity(name: str) -> str | None:
+    """The entity a tool name is about (``trackShipment`` -> shipment, ``pets.get`` -> pet)."""
+    head = _head_words(name)
     return nm.singular(head[-1]) if head else None
 
 
@@ -168,17 +174,157 @@ def canonical_schema(schema: Any, entities: dict, depth: int = 0) -> Any:
     return s
 
 
+# --------------------------------------------------------------------------- natural keys
+#
+# Real docs often select a record by a key that is not called an id: an article by its ``slug``,
+# a stored memory by its ``key``, a user by ``username``, a stock by ``symbol``, an issue by
+# ``issue_number``. Such a parameter is the entity's natural key when the tools about one entity
+# (read from the tool name) take it as a required scalar, more than one tool does, and nothing
+# about that entity carries an id of its own. The canonical view renames it ``<entity>_id``, so
+# the offline rules key the records by it (``DeleteArticle(slug)`` deletes the article whose key
+# is ``slug``, not a new record) and the tool graph binds it by entity.
+
+KEY_WORDS = {"key", "slug", "username", "handle", "symbol", "ticker", "sku", "code", "number", "name", "path",
+             "filename", "login"}
+# Parameters that never key a record, whatever their last word says.
+NOT_KEYS = nm.PAGING_PARAMS | nm.SORT_PARAMS | nm.QUERY_PARAMS | {"first_name", "last_name", "full_name",
+                                                                  "display_name", "phone_number", "card_number"}
+
+
+def tool_subject(name: str) -> str | None:
+    """The entity a tool name is about, all head words joined: ``core_memory_add`` -> core_memory,
+    ``GetArticleComments`` -> article_comment, ``FollowUserByUsername`` -> user."""
+    head = _head_words(name, nm.NAME_SUFFIXES | {"key", "keys"})
+    return nm.singular("_".join(head)) if head else None
+
+
+def _key_word(sp: str) -> tuple[str | None, bool]:
+    """(entity the key's own words name, whether it reads as a key): ``file_name`` -> (file, True),
+    ``username`` -> (user, True), ``slug`` -> (None, True), ``content`` -> (None, False)."""
+    if sp in NOT_KEYS or sp.endswith(("_id", "_ids")) or sp == "id":
+        return None, False
+    if sp == "username" or sp == "user_name":
+        return "user", True
+    ws = sp.split("_")
+    if ws[-1] not in KEY_WORDS:
+        return None, False
+    base = "_".join(ws[:-1])
+    return (nm.singular(base) if base and base.split("_")[0] not in NOT_ENTITIES else None), True
+
+
+def natural_keys(specs: list[ToolSpec]) -> dict[tuple[str, str], str]:
+    """``(tool name, parameter)`` -> the entity whose natural key the parameter is (see above)."""
+    votes: dict[str, Counter] = {}  # snake param -> entity -> tools taking it
+    changes: dict[str, set[str]] = {}  # snake param -> entities a non-create tool selects by it
+    own_ids: set[str] = set()
+    subjects: dict[str, str | None] = {}
+    for spec in specs:
+        subj = subjects[spec.name] = tool_subject(spec.name)
+        params = props(spec.parameters)
+        required = set((spec.parameters or {}).get("required") or [])
+        for p in params:
+            sp = nm.snake(p) or p
+            if sp == "id" and subj and p in required:  # an optional ``id`` is a body field (createUser)
+                own_ids.add(subj)
+            elif sp.endswith("_id"):
+                own_ids.add(nm.singular(_strip_role(sp[:-3])))
+        verb, _ = nm.verb_of(spec.name)
+        for p in required & set(params):
+            v = unwrap(params[p]) if isinstance(params[p], dict) else {}
+            if v.get("type") not in ("string", "integer", "number") or v.get("enum") or _pattern_of(v):
+                continue
+            sp = nm.snake(p) or p
+            own, is_key = _key_word(sp)
+            ent = own or subj
+            if not is_key or not ent:
+                continue
+            votes.setdefault(sp, Counter())[ent] += 1
+            if verb not in nm.CREATE_VERBS:
+                changes.setdefault(sp, set()).add(ent)
+    keyed: dict[str, list[str]] = {}
+    for sp, box in votes.items():
+        for ent, n in box.most_common():
+            if n >= 2 and ent not in own_ids and ent in changes.get(sp, set()):
+                keyed.setdefault(sp, []).append(ent)
+        # an entity whose name holds another keyed one's refers to it (article_favorite -> article)
+        ents = keyed.get(sp, [])
+        keyed[sp] = [e for e in ents if not any(o != e and (e.startswith(o + "_") or e.endswith("_" + o)) for o in ents)]
+    out: dict[tuple[str, str], str] = {}
+    for spec in specs:
+        subj = subjects[spec.name]
+        for p in props(spec.parameters):
+            sp = nm.snake(p) or p
+            ents = keyed.get(sp) or []
+            if not ents:
+                continue
+            if subj in ents:
+                out[(spec.name, p)] = subj
+                continue
+            related = [e for e in ents if subj and (subj.startswith(e + "_") or subj.endswith("_" + e))]
+            if len(related) == 1 or len(ents) == 1:
+                out[(spec.name, p)] = (related or ents)[0]  # a reference: the comment's article
+    return out
+
+
+def _rename_keys(schema: Any, names: dict[str, str], depth: int = 0) -> Any:
+    """An output schema with natural keys named ``<entity>_id`` in records that have no id of their own."""
+    if not isinstance(schema, dict) or depth > 8:
+        return schema
+    s = unwrap(schema)
+    properties = props(s)
+    if properties:
+        new: dict[str, Any] = {}
+        taken = set(properties)
+        has_id = "id" in taken
+        for k, v in properties.items():
+            sp = nm.snake(k) or k
+            target = names.get(sp)
+            if target and not has_id and target not in taken:
+                new[target] = v
+            else:
+                new[k] = _rename_keys(v, names, depth + 1)
+        out = {**s, "properties": new}
+        if isinstance(s.get("required"), list):
+            out["required"] = [names.get(nm.snake(r) or r, r) if names.get(nm.snake(r) or r) in new else r
+                               for r in s["required"]]
+        return out
+    if isinstance(s.get("items"), dict):
+        return {**s, "items": _rename_keys(s["items"], names, depth + 1)}
+    return s
+
+
 def canonical_specs(specs: list[ToolSpec]) -> tuple[list[ToolSpec], dict[str, dict[str, str]]]:
     """The tool set as the offline rules read it, and per tool its public -> canonical parameter names.
 
     Parameters are renamed at the top level only (nested objects are values the code stores as
     given); output schemas at every depth (they describe the records)."""
     entities = pattern_entities(specs)
+    naturals = natural_keys(specs)
     out: list[ToolSpec] = []
     renames: dict[str, dict[str, str]] = {}
-    for spec in specs:
+    for public in specs:
+        spec, keys = _with_natural_keys(public, {p: f"{e}_id" for (t, p), e in naturals.items() if t == public.name})
         params, names = _rename_object(spec.parameters or {"type": "object"}, entities, deep=False)
         output = canonical_schema(spec.output_schema, entities) if spec.output_schema else spec.output_schema
-        renames[spec.name] = names
+        renames[spec.name] = {p: names.get(keys.get(p, p), keys.get(p, p)) for p in props(public.parameters)}
         out.append(spec.model_copy(update={"parameters": params, "output_schema": output}))
     return out, renames
+
+
+def _with_natural_keys(spec: ToolSpec, keys: dict[str, str]) -> tuple[ToolSpec, dict[str, str]]:
+    """``spec`` with its natural-key parameters (public name -> ``<entity>_id``) renamed, in the
+    parameters and in the records its output schema describes; and the renames made."""
+    if not keys:
+        return spec, {}
+    params = spec.parameters or {"type": "object"}
+    properties = props(params)
+    taken = set(properties)
+    keys = {p: c for p, c in keys.items() if c not in taken}
+    new_props = {keys.get(k, k): v for k, v in properties.items()}
+    new_params = {**params, "properties": new_props}
+    if isinstance(params.get("required"), list):
+        new_params["required"] = [keys.get(r, r) for r in params["required"]]
+    names = {nm.snake(p) or p: c for p, c in keys.items()}
+    names.update({nm.plural(k): f"{c}s" for k, c in list(names.items())})  # ``keys: [..]`` lists the keys
+    output = _rename_keys(spec.output_schema, names) if spec.output_schema else spec.output_schema
+    return spec.model_copy(update={"parameters": new_params, "output_schema": output}), keys

@@ -107,14 +107,14 @@ CREATE_VERBS = {
     "create", "add", "new", "register", "book", "place", "open", "submit", "insert", "post",
     "schedule", "reserve", "issue", "send", "make", "generate", "log", "record", "file", "enroll",
     "subscribe", "request", "apply", "upload", "write", "save", "start", "invite", "rate", "review",
-    "comment", "report", "plan", "order", "purchase", "buy", "rent", "hire", "sign",
+    "comment", "report", "plan", "order", "purchase", "buy", "rent", "hire", "sign", "mkdir", "touch",
 }
 UPDATE_VERBS = {
     "update", "edit", "modify", "change", "set", "rename", "patch", "move", "reschedule", "mark",
     "replace", "upgrade", "downgrade", "configure", "extend", "adjust_details", "toggle", "reassign",
     "restock", "prioritize", "tag", "label", "flag", "pin", "unpin", "star", "set_status",
 }
-DELETE_VERBS = {"delete", "remove", "destroy", "purge", "erase", "drop", "discard", "clear", "unregister"}
+DELETE_VERBS = {"delete", "remove", "destroy", "purge", "erase", "drop", "discard", "clear", "unregister", "rm", "rmdir"}
 LINK_VERBS = {"assign", "link", "attach", "associate", "connect", "bind", "allocate", "share", "transfer_to", "enlist"}
 UNLINK_VERBS = {"unassign", "unlink", "detach", "dissociate", "disconnect", "unbind", "unshare", "deallocate"}
 AMOUNT_VERBS = {
@@ -198,6 +198,13 @@ VERB_NOUNS = {
 }
 ALL_VERBS = (READ_VERBS | LIST_VERBS | LOOKUP_VERBS | CREATE_VERBS | UPDATE_VERBS | DELETE_VERBS | LINK_VERBS
              | UNLINK_VERBS | AMOUNT_VERBS | set(STATUS_VERBS) | {"check", "sign", "top", "look"}) - {"order", "file", "record", "log", "report", "comment", "review", "request", "plan", "rate", "post", "tag", "label", "flag", "star", "pin", "file", "book", "new"}
+# Words that are verbs and nouns alike: a name that starts with one and ends with a plain verb
+# (``issue_read``, ``order_update``) is resource first.
+NOUN_VERBS = {"issue", "order", "book", "post", "comment", "file", "record", "log", "report", "review", "request",
+              "schedule", "plan", "rate", "tag", "label", "flag", "star", "pin", "reserve", "message", "note", "sub"}
+# Plain verbs that may end a resource-first name.
+TRAILING_VERBS = {"read", "write", "get", "list", "create", "update", "delete", "add", "remove", "search", "set",
+                  "retrieve", "replace", "fetch", "edit", "modify", "find", "view", "show", "clear", "insert", "upsert"}
 PREPOSITIONS = {"to", "from", "for", "by", "in", "on", "with", "of", "into", "onto", "at", "per", "and"}
 # Words that end a tool name without naming the entity: get_order_details -> order.
 NAME_SUFFIXES = {"details", "detail", "info", "information", "data", "record", "records", "summary", "profile", "status", "list", "history", "all", "by", "id", "ids"}
@@ -216,6 +223,8 @@ def verb_of(name: str) -> tuple[str, list[str]]:
     ws = words(name)
     if not ws:
         return "", []
+    if len(ws) >= 2 and ws[-1] in TRAILING_VERBS and not set(ws[:-1]) & (ALL_VERBS - NOUN_VERBS):
+        return ws[-1], ws[:-1]  # ``issue_read``, ``sub_issue_write``, ``core_memory_add``: resource first, verb last
     lead: list[str] = []
     sep = next((c for c in "./:" if c in name), None)
     action = words(name.rsplit(sep, 1)[1]) if sep else []

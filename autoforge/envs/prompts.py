@@ -23,7 +23,11 @@ def state_schema(toolset: str, tools: list[Any]) -> list[dict]:
         "write: plural name (orders), entity (order), primary key (order_id), a 1-3 letter id prefix "
         "(O -> O0001), and fields with types; a field holding another entity's id names that "
         "collection in `ref`; status fields list their `enum` values. Every id parameter and every "
-        "field of every tool output must live in some collection."
+        "field of every tool output must live in some collection. Link the records the way the docs "
+        "imply, in both directions where a read would show it (a user lists its order ids, an order "
+        "its items, amounts and payment method). Where the tools select a record by a key that is not "
+        "called an id (a slug, a username, a key, a symbol), make that the primary key. A tool set "
+        "with no ids at all (a device, a session) is one record per part."
     )
     return msgs(system, {"toolset": toolset, "tools": [tool_brief(t) for t in tools]})
 
@@ -48,7 +52,11 @@ def _tool_code_contract() -> str:
         "add_days(date, n), copy(value) (deep copy) and error(msg) are available without import. No "
         "randomness, clock calls, files, network, print, classes, `global`, or names/attributes starting "
         f"with '_'. Imports only from: {modules}. Also give the JSON Schema of what the function returns on "
-        "success (output_schema), its effect (read or write) and the main collection."
+        "success (output_schema), its effect (read or write) and the main collection. Enforce every rule in "
+        "`rules` (read from the docs): check source statuses and argument rules (ranges, one of, cannot be "
+        "combined, required when, format) first and refuse with error() before changing anything; set the "
+        "stated result status and timestamps. Each rule is probed: a call that breaks it must be refused "
+        "and leave state unchanged, a call that keeps it must succeed."
     )
 
 
@@ -65,7 +73,8 @@ def _python_names(tool: Any, function_name: str | None, arg_names: dict[str, str
 
 @register("tool_code")
 def tool_code(tool: Any, schema: Any, *, sample_state: dict | None = None, contract: str = TOOL_CODE_CONTRACT,
-              function_name: str | None = None, arg_names: dict[str, str] | None = None) -> list[dict]:
+              function_name: str | None = None, arg_names: dict[str, str] | None = None,
+              rules: list[dict] | None = None) -> list[dict]:
     """One tool's documentation + the state schema -> the tool's Python source.
 
     ``contract`` is the runtime's calling convention (the environment runtime owns it; pass
@@ -76,6 +85,8 @@ def tool_code(tool: Any, schema: Any, *, sample_state: dict | None = None, contr
     payload = {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names), "state_schema": schema}
     if sample_state is not None:
         payload["sample_state"] = sample_state
+    if rules:
+        payload["rules"] = rules  # autoforge.envs.rules: kind, the sentence, the field, the values
     return msgs(system, payload)
 
 

@@ -252,6 +252,162 @@ def parse_sentence(sentence: str, enum: list[str] | None = None, entity: str | N
     return out
 
 
+# --------------------------------------------------------------------------- argument rules
+#
+# Rules about a call's arguments, read from the tool's and the parameters' sentences. A parsed
+# one is a ``constraint`` whose ``values`` start with its form, and the templates write it as a
+# check at the top of the function (:func:`argument_checks`), before the state is touched:
+#
+#   ["range", lo, hi]            "min 1, max 100", "between 1 and 5", "at most 10", "from 0 to 100"
+#   ["one_of", a, b]             "At least one of body or reaction is required", "Required unless reaction is provided"
+#   ["excludes", a, b]           "Cannot be combined with body"
+#   ["required_when", p, q, v]   "Required when state_reason is 'duplicate'"
+#   ["only_when", p, q, v]       "Use with 'add' method only", "Only valid when mode is 'x'"
+#   ["format", p, "snake_case"]  "must be snake_case"; ["format", p, "no_spaces"]: "cannot contain spaces"
+#   ["starts_with", p, [..]]     "Must start with 'http://' or 'https://'"
+
+_NUM = r"(-?\d+(?:\.\d+)?)"
+_RANGES = [
+    (re.compile(r"\bmin(?:imum)?\W{0,3}" + _NUM + r"\W{0,4}max(?:imum)?\W{0,3}" + _NUM, re.I), "lo_hi"),
+    (re.compile(r"\bbetween\s+" + _NUM + r"\s+and\s+" + _NUM, re.I), "lo_hi"),
+    (re.compile(r"\bfrom\s+" + _NUM + r"\s+to\s+" + _NUM + r"\b", re.I), "lo_hi"),
+    (re.compile(r"\b(?:at most|no more than|up to|max(?:imum)?(?: of)?)\W{0,3}" + _NUM, re.I), "hi"),
+    (re.compile(r"\b(?:at least|no less than|min(?:imum)?(?: of)?)\W{0,3}" + _NUM, re.I), "lo"),
+]
+_WORD = r"[`'\"]?([A-Za-z_][A-Za-z0-9_]*)[`'\"]?"
+_VAL = r"[`'\"]([^`'\"]{1,40})[`'\"]"
+_ONE_OF = re.compile(r"\b(?:at least one of|either)\s+" + _WORD + r"\s+or\s+" + _WORD, re.I)
+_UNLESS = re.compile(r"\brequired unless\s+" + _WORD + r"\s+is\s+(?:provided|given|set|specified)", re.I)
+_EXCLUDES = re.compile(r"\b(?:cannot|can ?not|may not|must not) be (?:combined|used|given|provided) (?:together )?with\s+" + _WORD
+                       + r"|\bmutually exclusive with\s+" + _WORD, re.I)
+_REQ_WHEN = re.compile(r"\brequired (?:when|if)\s+" + _WORD + r"\s+(?:is|=|==|equals)\s+" + _VAL, re.I)
+_ONLY_WHEN = [re.compile(r"\buse (?:it )?(?:only )?with\s+" + _VAL + r"\s+" + _WORD + r"(?:\s+only)?\b", re.I),
+              re.compile(r"\bonly (?:valid|used|allowed|applies|applicable) (?:when|if)\s+" + _WORD + r"\s+(?:is|=|==)\s+" + _VAL, re.I)]
+
+
+def _param_named(word: str, params: dict[str, Any]) -> str | None:
+    """The parameter a word of a sentence names (``issue number`` and ``issueNumber`` alike)."""
+    w = nm.snake(word)
+    for p in params:
+        if nm.snake(p) == w or nm.snake(p) == nm.singular(w):
+            return p
+    return None
+
+
+def _ptype(params: dict[str, Any], p: str) -> str:
+    v = params.get(p)
+    v = unwrap(v) if isinstance(v, dict) else {}
+    t = v.get("type")
+    return t if isinstance(t, str) else ""
+
+
+def argument_rule(sentence: str, param: str | None, params: dict[str, Any]) -> ParsedRule | None:
+    """The argument rule one sentence states about ``param`` (None: a sentence of the description)."""
+    m = _ONE_OF.search(sentence)
+    if m:
+        a, b = _param_named(m.group(1), params), _param_named(m.group(2), params)
+        if a and b and a != b:
+            return ParsedRule("constraint", sentence, a, ["one_of", a, b])
+    if param is None:
+        return None
+    m = _UNLESS.search(sentence)
+    if m and (other := _param_named(m.group(1), params)) and other != param:
+        return ParsedRule("constraint", sentence, param, ["one_of", param, other])
+    m = _EXCLUDES.search(sentence)
+    if m and (other := _param_named(m.group(1) or m.group(2), params)) and other != param:
+        return ParsedRule("constraint", sentence, param, ["excludes", param, other])
+    m = _REQ_WHEN.search(sentence)
+    if m and (other := _param_named(m.group(1), params)) and other != param:
+        return ParsedRule("constraint", sentence, param, ["required_when", param, other, m.group(2)])
+    m = _ONLY_WHEN[0].search(sentence)
+    if m and (other := _param_named(m.group(2), params)) and other != param:
+        return ParsedRule("constraint", sentence, param, ["only_when", param, other, m.group(1)])
+    m = _ONLY_WHEN[1].search(sentence)
+    if m and (other := _param_named(m.group(1), params)) and other != param:
+        return ParsedRule("constraint", sentence, param, ["only_when", param, other, m.group(2)])
+    low = sentence.lower()
+    m = re.search(r"\bmust (?:start|begin) with\s+((?:" + _VAL + r"(?:\s*,\s*|\s+or\s+)?)+)", sentence, re.I)
+    if m and _ptype(params, param) in ("string", ""):
+        prefixes = re.findall(_VAL, m.group(1))
+        if prefixes:
+            return ParsedRule("constraint", sentence, param, ["starts_with", param, prefixes])
+    if "snake_case" in low or "snake case" in low:
+        return ParsedRule("constraint", sentence, param, ["format", param, "snake_case"])
+    if re.search(r"\b(?:cannot|can ?not|must not|may not) (?:contain|include|have) (?:any )?(?:spaces|whitespace)", low):
+        return ParsedRule("constraint", sentence, param, ["format", param, "no_spaces"])
+    if _ptype(params, param) in ("integer", "number", "array"):
+        for rx, form in _RANGES:
+            m = rx.search(sentence)
+            if m:
+                nums = [float(g) if "." in g else int(g) for g in m.groups()]
+                lo, hi = (nums[0], nums[1]) if form == "lo_hi" else (None, nums[0]) if form == "hi" else (nums[0], None)
+                if lo is not None and hi is not None and lo > hi:
+                    continue
+                return ParsedRule("constraint", sentence, param, ["range", lo, hi])
+    return None
+
+
+_EMPTY = "(None, '', [], {})"
+
+
+def argument_checks(rules: list[ParsedRule], py: dict[str, str], public: dict[str, str] | None = None) -> list[str]:
+    """Python lines (function-body level) that refuse a call breaking an argument rule; marks each
+    rule it writes ``enforcement="code"``. ``py``: the rules' parameter names -> Python names;
+    ``public``: -> the documented names the refusals say."""
+    out: list[str] = []
+    for r in rules:
+        if r.kind != "constraint" or not r.values or not isinstance(r.values[0], str):
+            continue
+        form, *rest = r.values
+        names = [x for x in rest if isinstance(x, str) and x in py]
+        say = {x: (public or {}).get(x, x) for x in [*names, r.field or ""]}
+        if form == "range" and r.field in py:
+            v, (lo, hi) = py[r.field], rest
+            f = say[r.field]
+            size = f"(len({v}) if isinstance({v}, list) else {v})"
+            if lo is not None:
+                out += [f"if {v} is not None and not isinstance({v}, bool) and {size} < {lo!r}:",
+                        f"    return {{'error': {f + ' must be at least ' + str(lo) + ' (got '!r} + str({size}) + ')'}}"]
+            if hi is not None:
+                out += [f"if {v} is not None and not isinstance({v}, bool) and {size} > {hi!r}:",
+                        f"    return {{'error': {f + ' must be at most ' + str(hi) + ' (got '!r} + str({size}) + ')'}}"]
+        elif form == "one_of" and len(names) == 2:
+            a, b = names
+            msg = f"give {say[a]} or {say[b]}: at least one of them is required"
+            out += [f"if {py[a]} in {_EMPTY} and {py[b]} in {_EMPTY}:", f"    return {{'error': {msg!r}}}"]
+        elif form == "excludes" and len(names) == 2:
+            a, b = names
+            msg = f"{say[a]} cannot be combined with {say[b]}: give one of them"
+            out += [f"if {py[a]} not in {_EMPTY} and {py[b]} not in {_EMPTY}:", f"    return {{'error': {msg!r}}}"]
+        elif form == "required_when" and len(names) == 2:
+            p, q, val = rest
+            msg = f"{say[p]} is required when {say[q]} is {val}"
+            out += [f"if str({py[q]}) == {str(val)!r} and {py[p]} in {_EMPTY}:", f"    return {{'error': {msg!r}}}"]
+        elif form == "only_when" and len(names) == 2:
+            p, q, val = rest
+            msg = f"{say[p]} can only be used when {say[q]} is {val}"
+            out += [f"if {py[p]} not in {_EMPTY} and {py[p]} is not False and str({py[q]}) != {str(val)!r}:",
+                    f"    return {{'error': {msg!r}}}"]
+        elif form == "starts_with" and names:
+            v, prefixes = py[names[0]], tuple(rest[1])
+            msg = f"{say[names[0]]} must start with " + " or ".join(prefixes)
+            out += [f"if isinstance({v}, str) and not {v}.startswith({prefixes!r}):", f"    return {{'error': {msg!r}}}"]
+        elif form == "format" and names:
+            v = py[names[0]]
+            if rest[1] == "snake_case":
+                cond = f"(' ' in {v} or '-' in {v} or {v} != {v}.lower())"
+                why = "snake_case (lower case words joined by _)"
+            else:
+                cond = f"(' ' in {v})"
+                why = "without spaces"
+            out += [f"if isinstance({v}, str) and {cond}:",
+                    f"    return {{'error': {say[names[0]] + ' must be ' + why + ', got '!r} + repr({v})}}"]
+        else:
+            continue
+        r.enforcement = "code"
+    return out
+
+
 # --------------------------------------------------------------------------- one tool
 
 
@@ -279,7 +435,12 @@ def parse_rules(spec: ToolSpec, coll: CollectionSpec | None = None, verb: str | 
     if verb is None:
         verb = nm.verb_of(spec.name)[0]
     out: list[ParsedRule] = []
+    params = props(spec.parameters)
     for param, s in rule_texts(spec):
+        arg = argument_rule(s, param, params)
+        if arg is not None:
+            out.append(arg)
+            continue
         for r in parse_sentence(s, enum, entity, verb, targets):
             if param is not None and r.kind in ENFORCED_KINDS:
                 r = ParsedRule("unparsed", s)
@@ -413,7 +574,127 @@ def probe_rules(env: Any, tool: Any, spec: ToolSpec, rules: list[ToolRule], stat
     return rules
 
 
-__all__ = ["ENFORCED_KINDS", "ParsedRule", "RULE_KINDS", "parse_rules", "parse_sentence", "probe_rules", "rule_counts",
+def _is_argument_rule(r: ToolRule) -> bool:
+    return r.kind == "constraint" and bool(r.values) and isinstance(r.values[0], str)
+
+
+def _empty(v: Any) -> bool:
+    return v is None or v == "" or v == [] or v == {}
+
+
+def _sample(schema: dict, avoid: Any = None) -> Any:
+    """A value of a parameter's type (an enum value other than ``avoid`` where there is one)."""
+    s = unwrap(schema) if isinstance(schema, dict) else {}
+    if s.get("enum"):
+        return next((e for e in s["enum"] if e != avoid), s["enum"][0])
+    t = s.get("type")
+    return {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}.get(t if isinstance(t, str) else "", "sample")
+
+
+def _keep(r: ToolRule, args: dict, params: dict) -> dict:
+    """``args`` changed as little as needed to keep argument rule ``r``."""
+    form, *rest = r.values
+    a = dict(args)
+    if form == "range" and r.field in a and isinstance(a[r.field], (int, float)) and not isinstance(a[r.field], bool):
+        lo, hi = rest
+        a[r.field] = max(lo, a[r.field]) if lo is not None else a[r.field]
+        a[r.field] = min(hi, a[r.field]) if hi is not None else a[r.field]
+    elif form == "one_of" and all(_empty(a.get(x)) for x in rest[:2]):
+        a[rest[0]] = _sample(params.get(rest[0], {}))
+    elif form == "excludes" and not any(_empty(a.get(x)) for x in rest[:2]):
+        a.pop(rest[0], None)
+    elif form == "required_when" and str(a.get(rest[1])) == str(rest[2]) and _empty(a.get(rest[0])):
+        a[rest[0]] = _sample(params.get(rest[0], {}))
+    elif form == "only_when" and not _empty(a.get(rest[0])) and str(a.get(rest[1])) != str(rest[2]):
+        a.pop(rest[0], None)
+    elif form == "format" and isinstance(a.get(rest[0]), str):
+        a[rest[0]] = "_".join(a[rest[0]].lower().replace("-", " ").split()) or "key"
+    elif form == "starts_with" and isinstance(a.get(rest[0]), str) and not a[rest[0]].startswith(tuple(rest[1])):
+        a[rest[0]] = rest[1][-1] + a[rest[0]].split("://")[-1]
+    return a
+
+
+def _break(r: ToolRule, args: dict, params: dict) -> dict:
+    """``args`` changed to break argument rule ``r``."""
+    form, *rest = r.values
+    a = dict(args)
+    if form == "range":
+        lo, hi = rest
+        if (unwrap(params.get(r.field) or {}) or {}).get("type") == "array":
+            item = (a.get(r.field) or ["x"])[0] if isinstance(a.get(r.field), list) and a.get(r.field) else "x"
+            a[r.field] = [item] * (int(hi) + 1) if hi is not None else []
+        else:
+            a[r.field] = (lo - 1) if lo is not None else (hi + 1)
+    elif form == "one_of":
+        for x in rest[:2]:
+            a.pop(x, None)
+    elif form == "excludes":
+        for x in rest[:2]:
+            if _empty(a.get(x)):
+                a[x] = _sample(params.get(x, {}))
+    elif form == "required_when":
+        a[rest[1]] = rest[2]
+        a.pop(rest[0], None)
+    elif form == "only_when":
+        a[rest[0]] = a.get(rest[0]) if not _empty(a.get(rest[0])) else _sample(params.get(rest[0], {}))
+        a[rest[1]] = _sample(params.get(rest[1], {}), avoid=rest[2])
+        if str(a[rest[1]]) == str(rest[2]):
+            a[rest[1]] = f"not_{rest[2]}"
+    elif form == "format":
+        a[rest[0]] = "Has Spaces"
+    elif form == "starts_with":
+        a[rest[0]] = "ftp://" + str(a.get(rest[0]) or "x").split("://")[-1]
+    return a
+
+
+def probe_argument_rules(env: Any, tool: Any, rules: list[ToolRule], state: dict, args_for: Any,
+                         tries: int = 8) -> list[ToolRule]:
+    """Probe every enforced argument rule of ``tool``: a call that keeps all of them succeeds, and
+    the same call changed to break one is refused with an error observation, the state unchanged."""
+    enforced = [r for r in rules if r.enforcement == "code" and _is_argument_rule(r)]
+    if not enforced:
+        return rules
+    params = props(tool.parameters)
+
+    def call(args: dict):
+        st = copy.deepcopy(state)
+        env.reset(st)
+        return env.call(tool.name, args), env.get_state(), st
+
+    base, last = None, "no call"
+    for idx in range(tries):
+        args = args_for(state, idx)
+        for r in enforced:
+            args = _keep(r, args, params)
+        obs, _, _ = call(args)
+        if obs.ok:
+            base = args
+            break
+        last = obs.to_text()[:200]
+    for r in enforced:
+        if base is None:
+            res = ("failed", f"no call that keeps the rule succeeded: {last}")
+        else:
+            bad = _break(r, base, params)
+            obs, after, before = call(bad)
+            if obs.ok:
+                res = ("failed", f"a call that breaks it was not refused: {json_args(bad)} -> {obs.to_text()[:160]}")
+            elif after != before:
+                res = ("failed", "the refused call changed the state")
+            else:
+                res = ("passed", f"refused {json_args(bad)}: {obs.to_text()[:160]}; kept: accepted")
+        i = rules.index(r)
+        rules[i] = r.model_copy(update={"probe": res[0], "probe_detail": res[1][:1000]})
+    return rules
+
+
+def json_args(args: dict) -> str:
+    import json
+
+    return json.dumps(args, sort_keys=True, default=str)[:200]
+
+
+__all__ = ["ENFORCED_KINDS", "ParsedRule", "RULE_KINDS", "argument_checks", "argument_rule", "parse_rules", "probe_argument_rules", "parse_sentence", "probe_rules", "rule_counts",
            "rule_texts", "sentences", "status_mentions", "tool_rules"]
 
 

@@ -361,12 +361,24 @@ def sample_arguments(parameters: dict, state: dict, schema: StateSchema, main: s
            if isinstance(table, dict)}
     for p, ps in props.items():
         ps = ps if isinstance(ps, dict) else {}
-        if fresh and p not in required and main_coll is not None and nm.snake(p) in ("id", main_coll.primary_key):
+        if fresh and main_coll is not None and nm.snake(p) in ("id", main_coll.primary_key):
+            if p in required:  # the caller names the new record (``notes_add(key)``): a key not taken yet
+                args[p] = _free_key(main_coll, state.get(main_coll.name) or {}, record_index)
             continue  # a create's own optional id: leave it to next_id (a taken one is refused)
         value, found = _from_state(p, ps, state, schema, main_coll, None if fresh else main_rec, used_ids, record_index)
         if found or p in required:
             args[p] = value if found else schema_value(ps, p, i=len(state.get(main) or {}) + record_index, ids=ids)
     return args
+
+
+def _free_key(coll: CollectionSpec, table: dict, offset: int = 0) -> Any:
+    """A key of ``coll`` no record in ``table`` has, shaped like its ids (``n_0005``, ``5``)."""
+    n = len(table) + 1 + offset
+    while True:
+        key = str(n) if is_integer_ids(coll) else f"{coll.id_prefix}{n:0{max(coll.id_width, 1)}d}"
+        if key not in table:
+            return id_value(coll, key)
+        n += 1
 
 
 def _nth(table: dict, i: int) -> dict | None:
@@ -385,7 +397,7 @@ def _from_state(p, ps, state, schema, main_coll, main_rec, used_ids, idx) -> tup
         keys = [id_value(coll, k) for k in sorted(state[coll.name])]
         if typ == "array":
             return [keys[idx % len(keys)]], True
-        if typ not in (None, "string") and not (typ == "integer" and is_integer_ids(coll)):
+        if typ not in (None, "string") and not (typ in ("integer", "number") and is_integer_ids(coll)):
             return None, False
         k = used_ids.get(coll.name, idx)
         used_ids[coll.name] = k + 1  # transfer(from_id, to_id): two different records

@@ -50,6 +50,12 @@ STATUS_WORDS = set(nm.TERMINAL_STATUSES) | set(nm.INITIAL_STATUSES) | {
 # --------------------------------------------------------------------------- per-tool reading
 
 
+LOWER_KEYS = re.compile(r"snake[_ ]case|lower[- ]?case|(?:cannot|can ?not|must not|no) (?:contain )?(?:any )?spaces", re.I)
+# Words of tool names about the login session rather than a record (``ticket_login``,
+# ``trading_get_login_status``, ``authenticate_twitter``).
+SESSION_WORDS = {"login", "logout", "logon", "logoff", "signin", "signout", "authenticate", "authentication", "auth"}
+
+
 @dataclass
 class ToolPlan:
     """How the offline backend reads one tool: its verb, main entity and template kind."""
@@ -157,6 +163,8 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     resource_first = bool(ws0) and not verb.startswith(ws0[0])  # ``owners.get``: the resource is named in plural
     entity = _head_entity(head, known, set(id_ents.values()))
     entity = aliases.get(entity, entity) if entity else entity
+    if SESSION_WORDS & set(nm.words(spec.name)) and not id_ents.keys() - {"user_id"}:
+        entity = "session"  # ticket_login / trading_logout / get_login_status: one login session
     if entity is None:
         entity = next(iter(id_ents.values()), None) or "record"
     # the record's own key: `order_id` (not a role id such as manager_id -> employee)
@@ -267,6 +275,10 @@ def _client_id(spec: ToolSpec, entity: str) -> str | None:
     for p in params:
         if nm.snake(p) in ("id", f"{entity}_id") and p not in required:
             return p
+    own = [p for p in params if nm.snake(p) == f"{entity}_id"]
+    others = [p for p in params if nm.snake(p).endswith("_id") and p not in own]
+    if own and not others and nm.verb_of(spec.name)[0] in {"add", "create", "insert", "new", "register", "store", "save"}:
+        return own[0]  # ``core_memory_add(key, value)``: the caller names the new record
     return None
 
 
@@ -280,6 +292,7 @@ class _Coll:
     status_words: list[str] = field(default_factory=list)  # status words the descriptions mention
     status_targets: list[list[str]] = field(default_factory=list)  # per status tool: candidate target statuses
     seen_types: dict[str, Counter] = field(default_factory=dict)  # field -> JSON types the docs gave it (id typing)
+    lower_ids: bool = False  # the docs want its keys snake_case / lower case ("Keys must be snake_case")
 
     def add(self, name: str, schema: dict | None = None, *, ref: str | None = None, note: bool = True) -> None:
         name = nm.snake(name) if not nm.is_identifier(name) else name
@@ -295,6 +308,8 @@ class _Coll:
         items = schema.get("items") if typ == "array" else None
         obj_props = schema.get("properties") if typ == "object" and isinstance(schema.get("properties"), dict) else None
         desc = (schema.get("description") or "")[:200]
+        if name == f"{self.entity}_id" and LOWER_KEYS.search(schema.get("description") or ""):
+            self.lower_ids = True
         pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
         minimum = schema.get("minimum") if isinstance(schema.get("minimum"), (int, float)) else None
         cur = self.fields.get(name)
@@ -423,8 +438,8 @@ class _Builder:
         if typ == "array":
             item = unwrap(s.get("items")) if isinstance(s.get("items"), dict) else {}
             typ = json_type(item) if item else None
-        if typ in ("integer", "string"):
-            self.id_votes.setdefault(entity, Counter())[typ] += 1
+        if typ in ("integer", "string", "number"):  # ``issue_number: number`` is an integer id
+            self.id_votes.setdefault(entity, Counter())["integer" if typ == "number" else typ] += 1
 
     def integer_entities(self) -> set[str]:
         """Entities whose ids the docs type as integers (more integer than string mentions, no
@@ -438,6 +453,7 @@ class _Builder:
                     box = votes.setdefault(e, Counter())
                     for t in ("integer", "string"):
                         box[t] += types.get(t, 0)
+                    box["integer"] += types.get("number", 0)
         return {e for e, v in votes.items() if e in self.colls and e not in self.id_info and v["integer"] > v["string"]}
 
     def harvest(self, schema: dict | None, hint: str | None, depth: int = 0) -> None:
@@ -508,7 +524,7 @@ class _Builder:
                         and not f.pattern and f.type == "string":  # ids shown by example: their pattern
                     pre, width = self.id_info[entity]
                     f = f.model_copy(update={"pattern": f"^{pre}\\d{{{width}}}$"})
-                if f.name == "status" and (c.status_words or c.status_targets):
+                if f.name == "status" and (c.status_words or c.status_targets) and f.type not in ("object", "array", "boolean", "number", "integer"):
                     # a documented enum is kept; words from descriptions only fill a missing one,
                     # and a status verb's target is added when none of its candidates is there
                     merged = list(f.enum or [w for w in c.status_words])
@@ -524,6 +540,8 @@ class _Builder:
                                           id_prefix="", id_width=1, id_type="integer", fields=fields))
                 continue
             prefix, width = self.id_info.get(entity) or (_prefix(entity, prefixes), 4)
+            if c.lower_ids and entity not in self.id_info:
+                prefix = prefix.lower() + "_"  # am_0001: a key the docs' snake_case rule accepts
             out.append(CollectionSpec(name=nm.plural(entity), entity=entity, primary_key=f"{entity}_id",
                                       id_prefix=prefix, id_width=width, fields=fields))
         return StateSchema(collections=out)
@@ -695,6 +713,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         if plan.effect == "write" and plan.kind in WRITE_KINDS | {"generic"}:
             _add_prose_rules(c, spec, plan)
     for c in b.colls.values():
+        if "status" in c.fields and c.fields["status"].type in ("object", "array", "boolean", "number", "integer"):
+            c.status_words, c.status_targets = [], []  # ``status: {fuel_level, door_status}`` is a report and ``status: true`` a flag, not a workflow state
+            continue
         nested = [unwrap(v)["enum"] for f in c.fields.values() if f.type == "object" and f.properties
                   for k, v in f.properties.items() if k == "status" and isinstance(v, dict) and unwrap(v).get("enum")]
         if "status" in c.fields and not c.fields["status"].enum and len(nested) == 1:

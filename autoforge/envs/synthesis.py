@@ -29,8 +29,9 @@ from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.sample import sample_arguments, sample_state
 from autoforge.envs.schema_offline import plan_tools, offline_state_schema
 from autoforge.envs import naming as nm
-from autoforge.envs.rules import probe_rules, rule_counts, tool_rules
+from autoforge.envs.rules import probe_argument_rules, probe_rules, rule_counts, tool_rules
 from autoforge.envs.templates import offline_tool_code
+from autoforge.tooldocs.schema import props
 from autoforge.errors import ConfigError, LLMError
 from autoforge.types import (
     CollectionSpec,
@@ -125,7 +126,8 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
     schema = offline_state_schema(toolset, cspecs)
     plans = plan_tools(cspecs)
     state = sample_state(schema)
-    drafts = [offline_tool_code(s, plans[s.name], schema) for s in cspecs]
+    drafts = [offline_tool_code(c, plans[c.name], schema, public=dict(zip(props(c.parameters), props(s.parameters))))
+              for s, c in zip(specs, cspecs)]
     env_id = _env_id(toolset, schema, [d.source for d in drafts])
     tools, rejections = [], []
     for spec, draft in zip(specs, drafts):
@@ -156,7 +158,8 @@ def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list
     env = None
     try:
         for spec, cspec, draft, tool in zip(specs, cspecs, drafts, tools):
-            rows = tool_rules(env_id, spec, draft.rules, run_id)
+            public = dict(zip(props(cspec.parameters), props(spec.parameters)))  # canonical -> public names
+            rows = [_public_names(r, public) for r in tool_rules(env_id, spec, draft.rules, run_id)]
             if tool.status != "accepted":
                 rows = [r.model_copy(update={"enforcement": "not enforced"}) for r in rows]
             elif any(r.enforcement == "code" for r in rows):
@@ -168,11 +171,18 @@ def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list
                     return smoke_arguments(spec, st, schema, tool.collection, kind, idx, tool.arg_map)
 
                 rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, kind, args_for)
+                rows = probe_argument_rules(env, tool, rows, state, args_for)
             out += rows
     finally:
         if env is not None:
             env.close()
     return out
+
+
+def _public_names(rule: ToolRule, public: dict[str, str]) -> ToolRule:
+    """A rule as the user reads it: the parameters it names by their documented names."""
+    values = [public.get(v, v) if isinstance(v, str) else v for v in rule.values] if rule.kind == "constraint" else rule.values
+    return rule.model_copy(update={"field": public.get(rule.field, rule.field) if rule.field else None, "values": values})
 
 
 MAX_SMOKE_RECORDS = 8  # sample records tried as the smoke call's subject before settling for an error observation
@@ -277,7 +287,7 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
         fname, arg_names = nm.function_name(spec.name), nm.argument_names(list((spec.parameters or {}).get("properties") or {}))
         names = {"function_name": fname, "arg_names": arg_names}
         messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT,
-                                     **names)
+                                     rules=_rule_briefs(spec, schema), **names)
         for attempt in range(1, max_repairs + 2):
             try:
                 reply = client.structured("tool_code" if attempt == 1 else "tool_repair", messages, ToolCodeReply)
@@ -303,7 +313,61 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
     for spec, tool, failures in pending:
         tools.append(tool.model_copy(update={"env_id": env_id, "code_id": content_id("code", env_id, spec.name, tool.source)}))
         rejections += [_rejection(env_id, spec, res, attempt, run_id) for res, attempt in failures]
-    return _finish(toolset, backend, schema, state, env_id, tools, rejections, run_id)
+    result = _finish(toolset, backend, schema, state, env_id, tools, rejections, run_id)
+    result.rules = _llm_rules(env_id, specs, tools, state, schema, run_id)
+    return result
+
+
+def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state: dict, schema: StateSchema,
+               run_id: str | None) -> list[ToolRule]:
+    """The same rules as offline (read from the docs, against the collection the code names), told
+    to the LLM in the prompt; each recognized one is probed exactly as the offline code's are. A
+    rule whose probe fails stays recorded, enforcement "code" with probe "failed": the LLM was
+    asked to enforce it and did not."""
+    from autoforge.envs.rules import ENFORCED_KINDS, parse_rules
+    from autoforge.envs.runtime import Environment
+
+    accepted = [t for t in tools if t.status == "accepted"]
+    by_name = {c.name: c for c in schema.collections}
+    out: list[ToolRule] = []
+    env = None
+    try:
+        for spec, tool in zip(specs, tools):
+            coll = by_name.get(tool.collection or "")
+            parsed = parse_rules(spec, coll)
+            for r in parsed:
+                if tool.status == "accepted" and (r.kind in ENFORCED_KINDS or (r.kind == "constraint" and r.values
+                                                                             and isinstance(r.values[0], str))):
+                    r.enforcement = "code"
+            rows = tool_rules(env_id, spec, parsed, run_id)
+            if any(r.enforcement == "code" for r in rows):
+                if env is None:
+                    env = Environment(accepted, env_id=env_id)
+
+                def args_for(st: dict, idx: int, spec=spec, tool=tool) -> dict:
+                    return smoke_arguments(spec, st, schema, tool.collection, "llm", idx, tool.arg_map)
+
+                rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, "llm", args_for)
+                rows = probe_argument_rules(env, tool, rows, state, args_for)
+            out += rows
+    finally:
+        if env is not None:
+            env.close()
+    return out
+
+
+def _rule_briefs(spec: ToolSpec, schema: StateSchema) -> list[dict]:
+    """The rules the docs state for one tool, as the prompt tells them (read against each collection
+    the tool may touch: the LLM picks one, the parser cannot know which yet)."""
+    from autoforge.envs.rules import parse_rules
+
+    seen: dict[tuple, dict] = {}
+    for coll in [None, *schema.collections]:
+        for r in parse_rules(spec, coll):
+            if r.kind == "unparsed":
+                continue
+            seen.setdefault((r.kind, r.text), {"kind": r.kind, "text": r.text, "field": r.field, "values": r.values})
+    return list(seen.values())
 
 
 def _llm_tool(spec: ToolSpec, source: str, reply: ToolCodeReply | None, run_id: str | None, attempt: int) -> ToolCode:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.envs import naming as nm
-from autoforge.envs.rules import ParsedRule, parse_rules
+from autoforge.envs.rules import ParsedRule, argument_checks, parse_rules
 from autoforge.envs.schema_offline import (
     AMOUNT_PARAMS,
     ToolPlan,
@@ -494,7 +494,9 @@ def t_create(x: Ctx) -> tuple[str, dict]:
     c.indent()
     coll = x.coll
     pk = coll.primary_key
-    client = next((p for p in x.params if p not in x.required and nm.snake(p) in ("id", pk)), None)
+    # the new record's own id, chosen by the caller: optional in a body (addPet's ``id``) or a
+    # required natural key (``core_memory_add(key)``, read as core_memory_id)
+    client = next((p for p in x.params if nm.snake(p) in ("id", pk) and (p not in x.required or nm.snake(p) == pk)), None)
     skip = {client} if client else set()
     x.emit_ref_checks(c, skip=skip)
     if client:  # the request body may carry the new record's id: a taken one is refused
@@ -908,12 +910,19 @@ TEMPLATES = {
 }
 
 
-def offline_tool_code(spec: ToolSpec, plan: ToolPlan, schema: StateSchema) -> ToolDraft:
-    """Write one tool's source from the template its plan names."""
+def offline_tool_code(spec: ToolSpec, plan: ToolPlan, schema: StateSchema,
+                      public: dict[str, str] | None = None) -> ToolDraft:
+    """Write one tool's source from the template its plan names (``public``: canonical -> documented
+    parameter names, for the messages of refused calls)."""
     if plan.kind not in TEMPLATES:
         raise KeyError(f"unknown template kind {plan.kind!r}; valid: {sorted(TEMPLATES)}")
     x = Ctx(spec, plan, schema)
     source, out = TEMPLATES[plan.kind](x)
+    checks = argument_checks(x.rules(), x.py, public)
+    if checks:  # argument rules first: a refused call never touches the state
+        lines = source.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("def ")) + 2
+        source = "\n".join(lines[:at] + ["    " + c for c in checks] + lines[at:])
     return ToolDraft(name=spec.name, source=source, kind=plan.kind, collection=x.coll.name,
                      effect=plan.effect, output_schema=out, function_name=func_name(spec.name), arg_map=x.arg_map,
                      rules=x.rules())

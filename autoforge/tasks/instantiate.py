@@ -403,9 +403,12 @@ class FactChooser:
                     break
                 v = filler.fill(arg, None, pschema, coll)
             return v
-        if is_key_param(arg, self.keys):
+        karg = (tool.arg_map or {}).get(arg, arg)  # the code's name: ``slug`` keys the articles as article_id
+        if is_key_param(karg, self.keys) and tool.kind == "create" and coll is not None and karg == coll.primary_key:
+            return self.fresh_key(coll, state)  # core_memory_add(key, value): the new record's own key
+        if is_key_param(arg, self.keys) or is_key_param(karg, self.keys):
             pat = _id_pattern(pschema)  # return_location_id with pattern ^LC\\d{4}$ is a location
-            owner = self.by_pk.get(arg) or (WorldFiller(self.env, self.rng, state).by_prefix.get(pat[0]) if pat else None) or coll
+            owner = self.by_pk.get(karg) or self.by_pk.get(arg) or (WorldFiller(self.env, self.rng, state).by_prefix.get(pat[0]) if pat else None) or coll
             ids = [id_value(owner, k) for k in sorted((state.get(owner.name) or {}) if owner else [])]
             if not ids:
                 raise DagExecutionError("no_candidate", f"no record to take {arg} from", node.node_id)
@@ -422,6 +425,16 @@ class FactChooser:
         if tool.effect == "write":
             return self.new_value(tool, coll, arg, args, state)
         return self.lookup_value(node, tool, coll, arg, state)
+
+    def fresh_key(self, coll: CollectionSpec, state: dict) -> Any:
+        """A key no record of ``coll`` has yet, shaped like the ones it has."""
+        taken = set(state.get(coll.name) or {})
+        width = _id_width(self.env, coll)
+        for i in range(len(taken) + 1, len(taken) + 50):
+            cand = id_value(coll, make_id(coll, i, width)) if coll.id_type != "integer" else i
+            if id_key(cand) not in taken and cand not in self.facts.values():
+                return cand
+        return id_value(coll, make_id(coll, len(taken) + 51, width))
 
     def related_to_me(self, coll: CollectionSpec, state: dict) -> list[Any]:
         """Ids of ``coll`` records that point at the task's user (their payment method, their order)."""
