@@ -156,6 +156,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     checks = environment_checks(_wh(args), [e["env_id"] for e in summary.get("environments", [])])
     print_rows([{"environment": r["name"], "kind": r["kind"],
                  "writes reachable from a read": f"{r['n_writes_reachable']}/{r['n_write_tools']}",
+                 "of those by state only": r["n_writes_by_state"],
                  "+ needing no id": f"{r['n_writes_usable'] - r['n_writes_reachable']}",
                  "rules found / enforced / probe ok": f"{r['n_rules']} / {r['n_rules_enforced']} / {r['n_rules_probe_passed']}",
                  "outputs derived": r["n_outputs_derived"],

@@ -176,6 +176,7 @@ class EnvironmentRecord(Record):
     n_write_tools: int = 0  # accepted write tools
     writes_unreachable: list[str] = Field(default_factory=list)  # write tools no read tool leads to in the tool graph
     writes_standalone: list[str] = Field(default_factory=list)  # of those, the ones needing no stored id (create, login)
+    writes_by_state: list[str] = Field(default_factory=list)  # reachable writes a read leads to only by state edges (no data flow)
     run_id: str | None = None
 
 

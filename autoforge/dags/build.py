@@ -27,6 +27,7 @@ short reason category, which the stage records as a Rejection.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -41,6 +42,7 @@ from autoforge.errors import AutoforgeError
 from autoforge.types import (ArgSource, DagNode, EnvironmentRecord, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)
 
+ID_LIST = re.compile(r"(?:^|\.)[A-Za-z0-9]*_?ids\.\*$|(?:^|\.)[a-z0-9_]*Ids\.\*$")
 DATE_WORDS = ("date", "deadline", "due", "_at", "time", "_on", "birthday")
 
 
@@ -235,8 +237,9 @@ class _Builder:
                     continue  # a write echoes an optional input it was not given: the field will be empty
                 if "*" not in b.output_path:
                     single.append((0 if own else 1, i, ArgSource(kind="node", node=prod.node_id, path=b.output_path)))
-                elif star is None:
-                    star = (prod, b.output_path)
+                elif star is None and not ID_LIST.search(b.output_path):
+                    star = (prod, b.output_path)  # a list of bare ids (a user's order_ids) has no field to choose by:
+                    # the user names which one (a fact the instantiation draws from the records linked to them)
         if single:
             return min(single, key=lambda x: (x[0], x[1]))[2]
         if star is None:

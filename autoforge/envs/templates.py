@@ -393,7 +393,24 @@ def t_lookup(x: Ctx) -> tuple[str, dict]:
     return c.text(), out
 
 
+def back_links(x: Ctx) -> dict[str, tuple[CollectionSpec, str]]:
+    """``{<child>_ids: (child collection, its reference field)}``: the records of other collections
+    that point at one of ``x.coll``'s (a user's orders, an article's comments), unless the record
+    already lists them."""
+    links: dict[str, tuple[CollectionSpec, str]] = {}
+    for cc in x.schema.collections:
+        if cc.name == x.coll.name:
+            continue
+        for f in cc.fields:
+            name = f"{cc.entity}_ids"
+            if f.ref == x.coll.name and f.type != "array" and name not in x.fields and name not in links:
+                links[name] = (cc, f.name)
+    return links
+
+
 def t_get(x: Ctx) -> tuple[str, dict]:
+    """The record by id, with the ids of the records that point at it (read tools return what is
+    linked, so the tool graph leads from a user to the writes on their orders)."""
     pk = x.pk_param()
     if pk is None:
         return t_list(x)
@@ -402,8 +419,19 @@ def t_get(x: Ctx) -> tuple[str, dict]:
         c(line)
     c.indent()
     x.emit_fetch(c, pk)
-    c("return copy.deepcopy(record)")
-    return c.text(), record_schema(x.coll)
+    links = back_links(x)
+    out = record_schema(x.coll)
+    if not links:
+        c("return copy.deepcopy(record)")
+        return c.text(), out
+    c("result = copy.deepcopy(record)")
+    c(f"own = str(record.get({x.coll.primary_key!r}))")
+    for name, (cc, ref) in links.items():
+        c(f"result[{name!r}] = [r.get({cc.primary_key!r}) for k, r in sorted({x.db}.get({cc.name!r}, {{}}).items())"
+          f" if isinstance(r, dict) and str(r.get({ref!r})) == own]")
+        out["properties"][name] = {"type": "array", "items": x.id_schema(cc)}
+    c("return result")
+    return c.text(), out
 
 
 def t_list(x: Ctx) -> tuple[str, dict]:

@@ -68,16 +68,20 @@ def synthesize_one(toolset: ToolSet, specs: list[ToolSpec], backend: str = "offl
 
 
 def with_reachability(result: SynthesisResult) -> SynthesisResult:
-    """The environment record with its linkage check: the accepted write tools, and those no read
-    tool leads to in the offline tool graph (stage 3 builds the same graph)."""
+    """The environment record with its linkage check: the accepted write tools, those no read
+    tool leads to in the offline tool graph (stage 3 builds the same graph), and those a read
+    leads to only through state edges (the read shows what they change; no output feeds them)."""
     env, accepted = result.environment, result.accepted
     graph = build_graph(env, accepted)
     unreachable = unreachable_writes(graph, accepted)
+    data_only = graph.model_copy(update={"edges": [e for e in graph.edges if e.kind == "data"]})
+    by_state = sorted(set(unreachable_writes(data_only, accepted)) - set(unreachable))
     keys = key_fields(env)
     by_name = {t.name: t for t in accepted}
     result.environment = env.model_copy(update={
         "n_write_tools": sum(t.effect == "write" for t in accepted),
         "writes_unreachable": unreachable,
+        "writes_by_state": by_state,
         "writes_standalone": [n for n in unreachable if not any(is_key_param(p, keys) for p in required_params(by_name[n]))]})
     return result
 
