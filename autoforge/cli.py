@@ -246,13 +246,26 @@ def cmd_factory(args: argparse.Namespace) -> int:
 def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
     """The per-environment yield table; the exit code (EMPTY_EXIT_CODE when an environment of the
     batch yields no verified task, with why on stderr)."""
-    from autoforge.pipeline import EMPTY_EXIT_CODE, empty_environments, environment_yield
+    from autoforge.pipeline import EMPTY_EXIT_CODE, empty_environments, environment_quality, environment_yield
 
     rows = environment_yield(warehouse, names)
     print_rows([{"environment": r["name"], "kind": r["kind"], "tools": r["n_tools_accepted"], "edges": r["n_edges"],
                  "sequences": r["n_sequences"], "starts": r["start_rules"] or "-", "dags": r["n_dags"], "generated": r["n_generated"],
                  "verified": r["n_verified"], "top drops": r["generate_drops"] or r["sample_drops"] or "-"}
                 for r in rows], title="per environment (autoforge sql \"SELECT * FROM v_environment_funnel\")")
+    quality = environment_quality(warehouse, names)
+
+    def share(v: Any) -> str:
+        return "-" if v is None else f"{v:.0%}"
+
+    print_rows([{"environment": r["name"], "verified": r["n_verified"],
+                 "distinct sequences": f"{r['n_sequences']} ({share(r['sequence_share'])})",
+                 "writes used / reachable": f"{r['n_writes_used']}/{r['n_writes_reachable']}",
+                 "median calls": r["median_calls"] if r["median_calls"] is not None else "-",
+                 "with reasoning": share(r["reasoning_share"]),
+                 "dropped: unobservable / out of domain / near-duplicate":
+                     f"{share(r['dropped_unobservable'])} / {share(r['dropped_out_of_domain'])} / {share(r['dropped_near_duplicate'])}"}
+                for r in quality], title="task quality (autoforge sql \"SELECT * FROM v_environment_quality\")")
     empty = empty_environments(rows)
     for r in empty:
         print(f"no verified task for environment {r['name']!r}: {r['why_empty']}", file=sys.stderr)

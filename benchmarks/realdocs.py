@@ -8,8 +8,10 @@ ingested and accepted; read / write / unknown tools; write tools reachable from 
 tool graph through data or state edges, and through data edges alone (``by_data``: an output
 of the read feeds the write; a state edge: the read shows what the write changes); collections
 and reference fields of the state structure; verified tasks, distinct gold tool sequences and
-write tools used by them; rules found / enforced / probe-passed / unparsed. Prints figures;
-asserts nothing.
+write tools used by them; rules found / enforced / probe-passed / unparsed; then a second table,
+the task-quality view per tool set (distinct sequences and write tools used as shares, median
+calls, reasoning share, start rules, share of candidates each quality check dropped). Prints
+figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +73,16 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     writes = {t.name for t in accepted if t.effect == "write"}
     used = {c.name for t in tasks for c in t.gold_calls} & writes
     row["writes_used"] = f"{len(used)}/{len(writes)}"
+    from autoforge.pipeline import environment_quality
+
+    quality = environment_quality(wh)
+    row["sequence_share"] = _share(quality, "n_sequences", "n_verified")
+    row["writes_used_share"] = _share(quality, "n_writes_used", "n_writes_reachable")
+    row["median_calls"] = next((q["median_calls"] for q in quality if q["median_calls"] is not None), None)
+    row["reasoning_share"] = next((q["reasoning_share"] for q in quality if q["reasoning_share"] is not None), None)
+    row["start_rules"] = ",".join(sorted({q["start_rules"] for q in quality if q["start_rules"]})) or "-"
+    for k in ("dropped_unobservable", "dropped_out_of_domain", "dropped_near_duplicate"):
+        row[k] = next((q[k] for q in quality if q[k] is not None), None)
     rules = read_records(wh, ToolRule)
     row["rules_found"] = len(rules)
     row["rules_enforced"] = sum(r.enforcement == "code" for r in rules)
@@ -80,8 +92,21 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
 
 
 COLUMNS = ["toolset", "kind", "tools", "accepted", "read", "write", "unknown", "collections", "links", "edges",
-           "writes_reachable", "by_data", "state_edges", "verified_tasks", "distinct_sequences", "writes_used", "rules_found", "rules_enforced",
-           "rules_probe_passed", "rules_unparsed", "seconds"]
+           "writes_reachable", "by_data", "state_edges", "rules_found", "rules_enforced", "rules_probe_passed",
+           "rules_unparsed", "verified_tasks", "seconds"]
+# the second table: v_environment_quality per tool set (tasks worth training on)
+QUALITY = ["toolset", "verified_tasks", "distinct_sequences", "sequence_share", "writes_used", "writes_used_share",
+           "median_calls", "reasoning_share", "start_rules", "dropped_unobservable", "dropped_out_of_domain",
+           "dropped_near_duplicate"]
+
+
+def _line(r: dict, cols: list[str]) -> str:
+    return "  ".join(f"{str(r.get(c, '')):>{max(len(c), 8)}}" if c != "toolset" else f"{str(r[c]):<28}" for c in cols)
+
+
+def _share(rows: list[dict], num: str, den: str) -> float | None:
+    n, d = sum(r[num] or 0 for r in rows), sum(r[den] or 0 for r in rows)
+    return round(n / d, 2) if d else None
 
 
 def main() -> int:
@@ -98,12 +123,16 @@ def main() -> int:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     folders = sorted(p for p in args.corpus.iterdir() if p.is_dir() and (args.only is None or p.name in args.only))
     rows = []
-    print("  ".join(f"{c:>{max(len(c), 8)}}" if c != "toolset" else f"{c:<28}" for c in COLUMNS), flush=True)
+    print("environments (structure, links, rules)")
+    print(_line({c: c for c in COLUMNS}, COLUMNS), flush=True)
     for folder in folders:
         r = measure(folder, args.tasks_per_env, args.seed)
         rows.append(r)
-        print("  ".join(f"{str(r.get(c, '')):>{max(len(c), 8)}}" if c != "toolset" else f"{r[c]:<28}" for c in COLUMNS)
-              + (f"  ERROR {r['error']}" if "error" in r else ""), flush=True)
+        print(_line(r, COLUMNS) + (f"  ERROR {r['error']}" if "error" in r else ""), flush=True)
+    print("\ntask quality (v_environment_quality)")
+    print(_line({c: c for c in QUALITY}, QUALITY))
+    for r in rows:
+        print(_line(r, QUALITY))
     n = len(rows)
     print(f"\n{n} tool sets; with >= 1 verified task: {sum(r['verified_tasks'] > 0 for r in rows)}; "
           f">= 50: {sum(r['verified_tasks'] >= 50 for r in rows)}; verified tasks in all: {sum(r['verified_tasks'] for r in rows)}")

@@ -28,7 +28,7 @@ def curated(tmp_path_factory):
         run_synthesis(wh, env=name, backend="offline")
     env_ids = [r["env_id"] for r in query(wh, "SELECT env_id FROM environments")]
     run_sample(wh, seed=0, env_ids=env_ids)
-    run_generate(wh, seed=0, env_ids=env_ids, tasks_per_env=12)
+    run_generate(wh, seed=0, env_ids=env_ids, tasks_per_env=16)
     run_verify(wh, env_ids=env_ids)
     n = query(wh, "SELECT count(*) AS n FROM tasks WHERE status = 'verified'")[0]["n"]
     if n < 10:

@@ -12,6 +12,7 @@ import dags_mock as m
 from autoforge.pipeline import run_generate, run_sample, run_verify
 from autoforge.warehouse.store import query, read_records, write_records
 from autoforge.types import Task
+from autoforge.tasks.verify import CHECKS
 
 COUNTS = ("SELECT (SELECT count(*) FROM tool_graphs) g, (SELECT count(*) FROM tool_sequences) s, "
           "(SELECT count(*) FROM task_dags) d, (SELECT count(*) FROM tasks) t, (SELECT count(*) FROM rejections) r, "
@@ -71,7 +72,7 @@ def test_views_curated_and_funnel(shop):
     row = cur[0]
     for col in ("task_id", "env_id", "n_tool_calls", "dag_depth", "n_reasoning_nodes", "n_requirements", "split"):
         assert col in row
-    assert row["env_name"] == "mock_shop" and row["n_checks_passed"] == 6
+    assert row["env_name"] == "mock_shop" and row["n_checks_passed"] == len(CHECKS)
     funnel = {r["stage"]: r for r in query(shop, "SELECT * FROM v_stage_funnel")}
     assert list(funnel) == ["ingest", "synthesize", "sample", "generate", "verify"]
     gen = funnel["generate"]

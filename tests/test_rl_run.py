@@ -185,7 +185,8 @@ def test_value_substitution_keeps_dialogues_consistent_and_forces_copying(wh, tm
         old = {v for _, v in _string_leaves(by_id[a.task_id].user_facts) if _copyable(v)}
         text = "\n".join(m.content for m in a.messages) + json.dumps(
             [c.arguments for m in a.messages for c in (m.tool_calls or [])])
-        assert not any(f'"{v}"' in text or f" {v}\n" in text for v in old if len(v) > 3), a.episode_id
+        left = [v for v in old if len(v) > 3 and (f'"{v}"' in text or f" {v}\n" in text)]
+        assert not left, (a.episode_id, left, text[:3000])
         # the structure is the gold one: same roles, same tools called
         assert [m.role for m in a.messages] == [m.role for m in orig.messages]
         assert [c.name for m in a.messages for c in (m.tool_calls or [])] == \

@@ -17,7 +17,7 @@ from autoforge.tasks.generate import generate_task, generate_tasks, split_of, st
 from autoforge.tasks.instantiate import make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
 from autoforge.tasks.verify import CHECKS, verify_tasks
-from autoforge.types import ArgSource, Task, ToolCall, content_id, state_hash
+from autoforge.types import ArgSource, Task, ToolCall, ToolCode, content_id, state_hash
 
 
 @pytest.fixture(scope="module")
@@ -369,3 +369,62 @@ def test_camel_case_tool_names_are_phrased_as_words(tmp_path):
     requests = [r["request"] for r in query(wh, "SELECT request FROM tasks", read_only_check=False)]
     assert camel and requests
     assert not [q for q in requests for n in camel if n in q], "a request spells a camelCase tool name as one token"
+
+
+# --------------------------------------------------------------------------- quality checks (autoforge.tasks.quality)
+
+
+def test_an_overwritten_write_is_unobservable(env, tools):
+    """Two delivery-date updates on one order: the first never shows in S*."""
+    from autoforge.tasks.quality import check_writes_observable
+
+    by = {t.name: t for t in tools}
+    calls = [ToolCall(name="update_delivery_date", arguments={"order_id": "O0001", "delivery_date": "2025-04-01"}, id="a"),
+             ToolCall(name="update_delivery_date", arguments={"order_id": "O0001", "delivery_date": "2025-04-09"}, id="b")]
+    why = check_writes_observable(m.LocalEnvironment(tools), copy.deepcopy(m.STATE), calls, by)
+    assert why and "overwritten" in why and "call 1" in why
+    same = [ToolCall(name="update_delivery_date", arguments={"order_id": "O0001", "delivery_date": m.STATE["orders"]["O0001"]["delivery_date"]}, id="c")]
+    assert "changes nothing" in check_writes_observable(m.LocalEnvironment(tools), copy.deepcopy(m.STATE), same, by)
+    task = gold_task(tools)
+    assert check_writes_observable(m.LocalEnvironment(tools), task.initial_state, task.gold_calls, by) is None
+
+
+def test_arguments_out_of_their_domain_are_found(tools):
+    from autoforge.tasks.quality import out_of_domain
+
+    today = "2025-01-15"
+    assert out_of_domain("status", "archived", {"enum": ["pending", "shipped"]}, today)
+    assert out_of_domain("travel_class", "Grand Beacon", {"type": "string", "description": "One of 'economy', 'business' or 'first'."}, today)
+    assert out_of_domain("travel_class", "business", {"type": "string", "description": "One of 'economy', 'business' or 'first'."}, today) is None
+    assert out_of_domain("date_of_birth", "2025-06-01", {"type": "string"}, today)
+    assert out_of_domain("order_id", "X9", {"type": "string", "pattern": "^O\\d{4}$"}, today)
+    assert out_of_domain("amount", -5, {"type": "number"}, today)
+    assert out_of_domain("quantity", 3, {"type": "integer", "maximum": 2}, today)
+    assert out_of_domain("state", "archived", {"type": "string"}, today) is None  # no domain the docs give: not judged
+    from autoforge.tasks.quality import check_args_in_domain
+
+    booking = ToolCode(code_id="c", env_id="e", tool_id="t", name="book_room", source="", status="accepted", effect="write",
+                       parameters={"type": "object", "properties": {"check_in": {"type": "string", "format": "date"},
+                                                                    "check_out": {"type": "string", "format": "date"}}})
+    bad = [ToolCall(name="book_room", arguments={"check_in": "2025-03-05", "check_out": "2025-03-01"})]
+    assert "not after its start" in check_args_in_domain(bad, {"book_room": booking}, today)
+
+
+def test_a_blueprint_holds_at_most_its_share_of_an_environments_tasks(env, tools, dags):
+    from autoforge.tasks.generate import blueprint_key
+    from autoforge.tasks.quality import blueprint_cap
+
+    assert blueprint_cap(110) == 5 and blueprint_cap(10) == 2
+    task = gold_task(tools)
+    dag = m.gold_dag()
+    others = [task.model_copy(update={"task_id": content_id("task", "bp", i)}) for i in range(3)]
+    # three tasks already verified with this blueprint, cap 2 for this batch: the new one is dropped
+    _, results, _ = verify_tasks(env, tools, [task], [dag], env_factory=m.LocalEnvironment,
+                                 blueprints={blueprint_key(others[0], dag): 3})
+    assert "near_duplicate" in failed(results, task.task_id)
+    # generation retires a full blueprint's DAGs instead of drawing it again
+    made, _ = generate_tasks(env, tools, dags, seed=3, n_tasks=30, env_factory=m.LocalEnvironment)
+    from collections import Counter
+
+    per = Counter(blueprint_key(t, next(d for d in dags if d.dag_id == t.dag_id)) for t in made)
+    assert max(per.values()) <= blueprint_cap(30)

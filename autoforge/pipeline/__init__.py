@@ -20,13 +20,13 @@ stage         module                                     pure functions it calls
 
 from autoforge.pipeline.common import BACKENDS, funnel_rows
 from autoforge.pipeline.factory import (EMPTY_EXIT_CODE, STAGES, FactoryParams, batch_id_for, empty_environments,
-                                        environment_yield, run_factory)
+                                        environment_quality, environment_yield, run_factory)
 from autoforge.pipeline.generate import GenerateParams, run_generate
 from autoforge.pipeline.ingest import IngestParams, run_ingest
 from autoforge.pipeline.sample import SampleParams, run_sample
 from autoforge.pipeline.synthesize import SynthesizeParams, run_synthesis
 from autoforge.pipeline.verify import VerifyParams, run_verify
 
-__all__ = ["BACKENDS", "EMPTY_EXIT_CODE", "STAGES", "empty_environments", "environment_yield", "FactoryParams", "GenerateParams", "IngestParams", "SampleParams", "SynthesizeParams",
+__all__ = ["BACKENDS", "EMPTY_EXIT_CODE", "STAGES", "empty_environments", "environment_quality", "environment_yield", "FactoryParams", "GenerateParams", "IngestParams", "SampleParams", "SynthesizeParams",
            "VerifyParams", "batch_id_for", "funnel_rows", "run_factory", "run_generate", "run_ingest", "run_sample",
            "run_synthesis", "run_verify"]

@@ -162,6 +162,13 @@ def environment_yield(warehouse: str | None, names: list[str] | None = None) -> 
     return [r for r in rows if names is None or r["name"] in set(names)]
 
 
+def environment_quality(warehouse: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of ``v_environment_quality`` (per environment: verified tasks, distinct gold sequences,
+    write tools used / reachable, median calls, reasoning share, start rules, quality drops)."""
+    rows = query(warehouse, "SELECT * FROM v_environment_quality ORDER BY name", read_only_check=False)
+    return [r for r in rows if names is None or r["name"] in set(names)]
+
+
 def empty_environments(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The environments of ``rows`` that yield no verified task."""
     return [r for r in rows if not r["n_verified"]]

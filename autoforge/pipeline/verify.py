@@ -15,7 +15,7 @@ from pydantic import Field
 from autoforge.envs.interface import EnvFactory
 from autoforge.pipeline.common import EnvSelection, by_env, finish, ids_clause, load_environments, persist
 from autoforge.pipeline.generate import load_dags
-from autoforge.tasks.generate import StageResult, duplicate_key, stage_counts
+from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, stage_counts
 from autoforge.tasks.verify import verify_env
 from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
 from autoforge.warehouse import read_records
@@ -39,11 +39,13 @@ class VerifyInputs:
     dags: dict[str, list[TaskDag]] = field(default_factory=dict)
     tasks: dict[str, list[Task]] = field(default_factory=dict)
     existing_keys: dict[str, str] = field(default_factory=dict)  # duplicate keys of verified tasks -> their ids
+    blueprints: dict[str, dict[str, int]] = field(default_factory=dict)  # env -> blueprint key -> verified tasks of it
 
     def only(self, env: EnvironmentRecord) -> "VerifyInputs":
         """What one environment's unit needs (a task runner ships this, not the whole stage's inputs)."""
         return VerifyInputs([env], {env.env_id: self.tools.get(env.env_id, [])}, {env.env_id: self.dags.get(env.env_id, [])},
-                            {env.env_id: self.tasks.get(env.env_id, [])}, self.existing_keys)
+                            {env.env_id: self.tasks.get(env.env_id, [])}, self.existing_keys,
+                            {env.env_id: self.blueprints.get(env.env_id, {})})
 
     def todo(self) -> list[EnvironmentRecord]:
         """The environments with tasks to check."""
@@ -62,15 +64,20 @@ def load(warehouse: str | None, params: VerifyParams) -> VerifyInputs:
     dag_by_id = {d.dag_id: d for ds in out.dags.values() for d in ds}
     out.tasks = by_env(t for t in tasks if params.recheck or t.status == "generated")
     if not params.recheck:
-        out.existing_keys = {duplicate_key(t, dag_by_id[t.dag_id]): t.task_id for t in tasks
-                             if t.status == "verified" and t.dag_id in dag_by_id}
+        done = [t for t in tasks if t.status == "verified" and t.dag_id in dag_by_id]
+        out.existing_keys = {duplicate_key(t, dag_by_id[t.dag_id]): t.task_id for t in done}
+        for t in done:
+            box = out.blueprints.setdefault(t.env_id, {})
+            key = blueprint_key(t, dag_by_id[t.dag_id])
+            box[key] = box.get(key, 0) + 1
     return out
 
 
 def run_one(env: EnvironmentRecord, inp: VerifyInputs, run_id: str, *, env_factory: EnvFactory | None = None) -> StageResult:
     """One environment's tasks."""
     return verify_env(env, inp.tools.get(env.env_id, []), inp.tasks.get(env.env_id, []), inp.dags.get(env.env_id, []),
-                      existing=inp.existing_keys, env_factory=env_factory, run_id=run_id)
+                      existing=inp.existing_keys, blueprints=inp.blueprints.get(env.env_id), env_factory=env_factory,
+                      run_id=run_id)
 
 
 def run(warehouse: str | None, params: VerifyParams | None = None, *, batch_id: str | None = None,

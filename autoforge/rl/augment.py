@@ -22,8 +22,11 @@ import random
 import re
 from typing import Any, Iterable
 
+from autoforge.tasks.instantiate import ADJ, FIRST, LAST, NOUN
 from autoforge.types import Episode, Message, Task, ToolCall
 
+# name-like words to draw from when a dialogue's own pools are used up (the task generator's names)
+NAME_WORDS = frozenset(FIRST + LAST + ADJ + NOUN)
 _RUN = re.compile(r"[A-Za-z]+|[0-9]+|[^A-Za-z0-9]+")
 
 
@@ -73,11 +76,14 @@ class ValuePools:
                 for tc in m.tool_calls or []:
                     yield from ((k, v) for k, v in _string_leaves(tc.arguments) if _copyable(v))
 
-    def redraw(self, key: str, value: str, rng: random.Random) -> str:
+    def redraw(self, key: str, value: str, rng: random.Random, wide: bool = False,
+               avoid: frozenset[str] = frozenset()) -> str:
         """A new value shaped like ``value``: letter runs from the pool at the same place, digits redrawn.
 
         Single capital letters (id prefixes such as ``U`` or ``PM``) and fixed parts every value
         of the key shares (``example``, ``com``) come out unchanged, since their pool has one entry.
+        ``wide``: capitalised words may come from any key's pool (when the key's own is used up),
+        except those in ``avoid`` (the words of the values being replaced).
         """
         out = []
         for i, r in enumerate(_runs(value)):
@@ -85,6 +91,12 @@ class ValuePools:
                 out.append("".join(rng.choice("0123456789") for _ in r))
             elif r.isalpha():
                 pool = self.runs.get((key, i)) or [r]
+                if wide and len(r) > 3 and r[:1].isupper():
+                    # every value of its key is taken (a last name seen once): borrow a name-like
+                    # run of another key, so no original value survives the substitution
+                    seen = {x for runs in self.runs.values() for x in runs} | NAME_WORDS
+                    pool = sorted(x for x in seen if x != r and x not in avoid and len(x) > 3 and x[:1].isupper()
+                                  and x[1:].islower() == r[1:].islower()) or pool
                 out.append(rng.choice(pool))
             else:
                 out.append(r)
@@ -127,9 +139,10 @@ def substitute_values(episode: Episode, task: Task, pools: ValuePools, rng: rand
                     found.setdefault(v, k)
     mapping: dict[str, str] = {}
     used = set(found)
+    old_words = frozenset(r for v in found for r in _runs(v) if r.isalpha())
     for value, key in found.items():
-        for _ in range(20):  # a value distinct from every other old or new value of this dialogue
-            new = pools.redraw(key, value, rng)
+        for attempt in range(30):  # a value distinct from every other old or new value of this dialogue
+            new = pools.redraw(key, value, rng, wide=attempt >= 20, avoid=old_words)
             if new not in used:
                 break
         mapping[value] = new

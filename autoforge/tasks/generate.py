@@ -21,9 +21,11 @@ from autoforge.dags.build import dag_depth, rejection
 from autoforge.dags.graph import is_key_param, key_fields
 from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.llm.record import drain_calls
+from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.execute import DagExecutionError, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
+from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable
 from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              content_hash, content_id, state_hash)
 
@@ -55,6 +57,11 @@ def dag_shape(dag: TaskDag) -> list:
 def duplicate_key(task: Task, dag: TaskDag) -> str:
     """Two tasks are duplicates when they share the DAG shape and the state change."""
     return content_hash([task.env_id, dag_shape(dag), state_change(task.initial_state, task.gold_state)])
+
+
+def blueprint_key(task: Task, dag: TaskDag) -> str:
+    """A task's blueprint: its environment, tool sequence and argument sources (the DAG shape)."""
+    return content_hash([task.env_id, dag_shape(dag)])
 
 
 def split_of(task_id: str, test_fraction: float = TEST_FRACTION) -> str:
@@ -97,6 +104,12 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     change = state_change(world, run.final_state)
     if not change:
         raise DagExecutionError("no_state_change", "the gold run leaves the state as it was")
+    why = check_writes_observable(runtime, world, run.calls, tools)
+    if why:
+        raise DagExecutionError("unobservable_write", why)
+    why = check_args_in_domain(run.calls, tools, TODAY)
+    if why:
+        raise DagExecutionError("out_of_domain", why)
     draft = write_request(dag, run, tools, env, rng)
     forbidden = lookup_ids(dag, run.outputs, run.args, key_fields(env))
     if client is not None and not getattr(client, "is_offline", True):
@@ -154,6 +167,9 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     skip_ids = skip_ids or set()
     seen: set[str] = set()
     streak = {d.dag_id: 0 for d in dags}
+    shape = {d.dag_id: content_hash([env.env_id, dag_shape(d)]) for d in dags}
+    held: dict[str, int] = {}  # blueprint -> tasks made of it
+    cap = blueprint_cap(n_tasks)
     budget = max_attempts or n_tasks * 3
     done = attempt = 0
     with open_env(mine, env_factory) as runtime:
@@ -182,6 +198,11 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
                     continue
                 seen.add(task.task_id)
                 streak[dag.dag_id] = 0
+                held[shape[dag.dag_id]] = held.get(shape[dag.dag_id], 0) + 1
+                if held[shape[dag.dag_id]] >= cap:  # the blueprint is full: its DAGs stop taking turns
+                    for d in dags:
+                        if shape[d.dag_id] == shape[dag.dag_id]:
+                            streak[d.dag_id] = MAX_FAIL_STREAK
                 done += 1
                 if task.task_id not in skip_ids:
                     tasks[task.task_id] = task

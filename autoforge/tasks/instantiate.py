@@ -420,11 +420,24 @@ class FactChooser:
                 return me.get(owner.primary_key, ids[0])
             mine = self.related_to_me(owner, state) if owner is not None else []
             pool = mine or ids
+            current = self.current_value(tool, coll, karg, args, state)
+            if current is not None:  # transfer_employee(department_id): another department than the one they are in
+                pool = [i for i in pool if str(i) != str(current)] or [i for i in ids if str(i) != str(current)] or pool
             return self.rng.choice([i for i in pool if i not in self.facts.values()] or pool)
 
         if tool.effect == "write":
             return self.new_value(tool, coll, arg, args, state)
         return self.lookup_value(node, tool, coll, arg, state)
+
+    def current_value(self, tool: ToolCode, coll: CollectionSpec | None, field: str, args: dict, state: dict) -> Any:
+        """The value a write's target record holds now in the field ``field`` sets (None: not such a write)."""
+        if tool.effect != "write" or coll is None or field == coll.primary_key:
+            return None
+        pk_arg = next((a for a, v in args.items() if (tool.arg_map or {}).get(a, a) == coll.primary_key), None)
+        if pk_arg is None:
+            return None
+        record = (state.get(coll.name) or {}).get(id_key(args[pk_arg]))
+        return record.get(field) if isinstance(record, dict) else None
 
     def fresh_key(self, coll: CollectionSpec, state: dict) -> Any:
         """A key no record of ``coll`` has yet, shaped like the ones it has."""

@@ -14,6 +14,13 @@ filter; we add ours (docs/design.md#stage-5-verification-and-curation), each sto
   reasoning result, equal to what the replay computed; no identifier the agent must look
   up appears in the request or the user's facts (it must not be guessable).
 - ``not_duplicate``: no other task has the same DAG shape and the same state change.
+- ``writes_observable``: every gold write shows in S* (changes something, not all of it
+  overwritten later) (:mod:`autoforge.tasks.quality`).
+- ``args_in_domain``: every gold argument is in its documented domain (enum, vocabulary,
+  pattern, format, range, ordered pair, past birth date, positive amount).
+- ``near_duplicate``: the task's blueprint (tool sequence + argument sources) holds less than
+  its cap of the environment's tasks (``quality.BLUEPRINT_SHARE``), counting tasks verified
+  earlier; checked last, so only tasks that pass everything else count.
 """
 
 from __future__ import annotations
@@ -25,11 +32,14 @@ from autoforge.dags.graph import is_key_param, key_fields, required_params
 from autoforge.dialogue import mentions
 from autoforge.envs.interface import EnvFactory
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
-from autoforge.tasks.generate import StageResult, duplicate_key, open_env
+from autoforge.envs.sandbox import TODAY
+from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, open_env
+from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              state_hash)
 
-CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate")
+CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate",
+          "writes_observable", "args_in_domain", "near_duplicate")
 
 
 def _result(task: Task, check: str, reason: str | None, run_id: str | None) -> VerificationResult:
@@ -124,13 +134,18 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     if holder is None:
         seen[key] = task.task_id
     out.append(_result(task, "not_duplicate", dup, run_id))
+    out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
+                                                                          tools), run_id))
+    out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     return out
 
 
 def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[Task], dags: Iterable[TaskDag], *,
-                 existing: dict[str, str] | None = None, env_factory: EnvFactory | None = None,
+                 existing: dict[str, str] | None = None, blueprints: dict[str, int] | None = None,
+                 env_factory: EnvFactory | None = None,
                  run_id: str | None = None) -> tuple[list[Task], list[VerificationResult], list[Rejection]]:
-    """Check the tasks of one environment. ``existing``: duplicate keys of tasks already verified.
+    """Check the tasks of one environment. ``existing``: duplicate keys of tasks already verified;
+    ``blueprints``: blueprint key -> tasks of it already verified (this environment's).
 
     Returns the tasks with ``status`` set (verified / rejected), one result per check and task,
     and one Rejection (stage ``verify``, reason = first failed check) per rejected task.
@@ -140,6 +155,8 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
     dag_by_id = {d.dag_id: d for d in dags}
     keys = key_fields(env)
     seen = dict(existing or {})
+    held = dict(blueprints or {})
+    cap = blueprint_cap(len(tasks) + sum(held.values()))
     out_tasks, results, rejections = [], [], []
     with open_env(mine, env_factory) as runtime:
         for task in sorted(tasks, key=lambda t: t.task_id):
@@ -148,6 +165,15 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
                 rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
             else:
                 rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id)
+                bp = blueprint_key(task, dag)
+                near = None
+                if all(r.passed for r in rs):
+                    if held.get(bp, 0) >= cap:
+                        near = (f"its blueprint (tool sequence and argument sources) already holds {held[bp]} tasks, "
+                                f"the cap for this environment ({cap})")
+                    else:
+                        held[bp] = held.get(bp, 0) + 1
+                rs.append(_result(task, "near_duplicate", near, run_id))
             results.extend(rs)
             failed = [r for r in rs if not r.passed]
             status = "rejected" if failed else "verified"
@@ -158,9 +184,10 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
 
 
 def verify_env(env: EnvironmentRecord, tools: list[ToolCode], tasks: list[Task], dags: list[TaskDag], *,
-               existing: dict[str, str] | None = None, env_factory: EnvFactory | None = None,
-               run_id: str | None = None) -> StageResult:
+               existing: dict[str, str] | None = None, blueprints: dict[str, int] | None = None,
+               env_factory: EnvFactory | None = None, run_id: str | None = None) -> StageResult:
     """Stage 5 for one environment: every check on ``tasks``; ``existing`` maps duplicate keys of
-    tasks verified earlier to their ids."""
-    out, results, rejections = verify_tasks(env, tools, tasks, dags, existing=existing, env_factory=env_factory, run_id=run_id)
+    tasks verified earlier to their ids, ``blueprints`` counts their blueprints."""
+    out, results, rejections = verify_tasks(env, tools, tasks, dags, existing=existing, blueprints=blueprints,
+                                            env_factory=env_factory, run_id=run_id)
     return StageResult(env.env_id, tasks=out, results=results, rejections=rejections, attempts=len(tasks))

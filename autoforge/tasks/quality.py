@@ -1,0 +1,168 @@
+"""Quality checks of verification: what a replayable task can still get wrong.
+
+Each returns None when the task passes, else the reason (stored as a VerificationResult by
+:mod:`autoforge.tasks.verify`):
+
+- :func:`check_writes_observable`: every gold write leaves a trace in S*: it changes something,
+  and a later call does not overwrite all of it (the first ``update`` of two on one record is
+  invisible in the final state, so no reward could tell whether it happened).
+- :func:`check_args_in_domain`: every gold argument is in its documented domain: the enum, a
+  vocabulary or domain the docs give (:mod:`autoforge.envs.domains`), pattern, date format,
+  minimum / maximum, an ordered pair in order (check-in before check-out), a birth date in the
+  past, an amount-like number above zero.
+- :func:`blueprint_cap` / :data:`BLUEPRINT_SHARE`: tasks of one environment with the same tool
+  sequence and argument sources are one blueprint (``tasks.generate.blueprint_key``); a
+  blueprint may hold at most a share of the environment's tasks, so variety comes from
+  blueprints, not from re-drawn values.
+
+Generation applies the same checks to each candidate (and retires a DAG whose blueprint is
+full), so a failed candidate is re-drawn instead of lost; verification checks them again.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date
+from typing import Any
+
+from autoforge.dags.graph import param_schemas
+from autoforge.envs import naming as nm
+from autoforge.envs.domains import domain_for, order_pairs, pair_of
+from autoforge.envs.interface import EnvLike
+from autoforge.types import ToolCall, ToolCode, canonical_json
+
+# A blueprint may hold at most this share of an environment's tasks, and at least
+# BLUEPRINT_MIN tasks (DEFAULT, ours: the paper reports no dedup rule; 4% keeps >= 25 blueprints
+# per 100 tasks and cost the bundled corpus ~4% of its tasks when introduced).
+BLUEPRINT_SHARE = 0.04
+BLUEPRINT_MIN = 2
+AMOUNT_WORDS = {"amount", "price", "cost", "quantity", "qty", "total", "fee", "balance", "deposit", "payment"}
+
+
+def blueprint_cap(n_tasks: int, share: float = BLUEPRINT_SHARE) -> int:
+    return max(BLUEPRINT_MIN, math.ceil(share * n_tasks))
+
+
+def _cells(before: dict, after: dict) -> dict[tuple, Any]:
+    """(collection, record key, field) -> new value for everything that differs; a removed record
+    is (collection, key, None) -> None, an added one sets each of its fields."""
+    out: dict[tuple, Any] = {}
+    for coll in set(before) | set(after):
+        a, b = before.get(coll), after.get(coll)
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            if canonical_json(a) != canonical_json(b):
+                out[(coll, None, None)] = b
+            continue
+        for k in set(a) | set(b):
+            ra, rb = a.get(k), b.get(k)
+            if canonical_json(ra) == canonical_json(rb):
+                continue
+            if rb is None:
+                out[(coll, k, None)] = None
+            elif ra is None and isinstance(rb, dict):
+                out.update({(coll, k, f): v for f, v in rb.items()} or {(coll, k, "*"): rb})
+            elif not isinstance(ra, dict) or not isinstance(rb, dict):
+                out[(coll, k, "*")] = rb
+            else:
+                for f in set(ra) | set(rb):
+                    if canonical_json(ra.get(f)) != canonical_json(rb.get(f)):
+                        out[(coll, k, f)] = rb.get(f)
+    return out
+
+
+def _value_at(state: dict, cell: tuple) -> Any:
+    coll, key, field = cell
+    table = state.get(coll)
+    if key is None:
+        return table
+    rec = table.get(key) if isinstance(table, dict) else None
+    if field is None:
+        return rec
+    if field == "*":
+        return rec
+    return rec.get(field) if isinstance(rec, dict) else None
+
+
+def check_writes_observable(env: EnvLike, initial_state: dict, calls: list[ToolCall],
+                            tools: dict[str, ToolCode]) -> str | None:
+    """Replay the gold calls one by one; each write must change the state and some cell it
+    changed must still hold its value in S*."""
+    env.reset(initial_state)
+    before = env.get_state()
+    changes: list[tuple[ToolCall, dict[tuple, Any]]] = []
+    for call in calls:
+        env.call(call.name, dict(call.arguments))
+        after = env.get_state()
+        tool = tools.get(call.name)
+        if tool is not None and tool.effect == "write":
+            changes.append((call, _cells(before, after)))
+        before = after
+    final = before
+    for i, (call, cells) in enumerate(changes):
+        if not cells:
+            return f"write {call.name} (call {i + 1}) changes nothing"
+        if not any(canonical_json(_value_at(final, c)) == canonical_json(v) for c, v in cells.items()):
+            return f"write {call.name} (call {i + 1}) is overwritten by later calls: S* shows none of its change"
+    return None
+
+
+def _is_date(v: str) -> bool:
+    try:
+        date.fromisoformat(v[:10])
+        return True
+    except ValueError:
+        return False
+
+
+def out_of_domain(name: str, value: Any, schema: dict, today: str) -> str | None:
+    """Why ``value`` is not a valid ``name`` by its schema and the docs' value domains (None: it is)."""
+    if value is None or isinstance(value, (dict, list)):
+        return None
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and value not in enum:
+        return f"not one of {enum[:8]}"
+    if isinstance(value, str):
+        pat = schema.get("pattern")
+        if isinstance(pat, str):
+            try:
+                if not re.search(pat, value):
+                    return f"does not match pattern {pat}"
+            except re.error:
+                pass
+        if schema.get("format") in ("date", "date-time") and not _is_date(value):
+            return f"not a {schema['format']}"
+        dom = domain_for(name, schema)
+        if dom is not None and dom.values and dom.name not in ("enum",):
+            if value.strip().lower() not in {str(v).strip().lower() for v in dom.values}:
+                return f"not in the {dom.name} domain ({', '.join(map(str, dom.values[:6]))} ...)"
+        if dom is not None and dom.name == "birth_date" and _is_date(value) and value[:10] >= today:
+            return "a birth date that is not in the past"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        if isinstance(lo, (int, float)) and value < lo:
+            return f"below the minimum {lo}"
+        if isinstance(hi, (int, float)) and value > hi:
+            return f"above the maximum {hi}"
+        if set(nm.snake(name).split("_")) & AMOUNT_WORDS and value <= 0:
+            return "an amount that is not positive"
+    return None
+
+
+def check_args_in_domain(calls: list[ToolCall], tools: dict[str, ToolCode], today: str) -> str | None:
+    """The first gold argument outside its domain, as a reason (None: all are in)."""
+    for call in calls:
+        tool = tools.get(call.name)
+        if tool is None:
+            continue
+        schemas = param_schemas(tool)
+        for arg, value in call.arguments.items():
+            why = out_of_domain(arg, value, schemas.get(arg) or {}, today)
+            if why:
+                return f"{call.name}.{arg}={value!r} is {why}"
+        flat = {k: v for k, v in call.arguments.items() if not isinstance(v, (dict, list))}
+        ordered = order_pairs(flat)
+        for k, v in flat.items():
+            if pair_of(k) and canonical_json(ordered.get(k)) != canonical_json(v):
+                return f"{call.name}: {k}={v!r} is not after its start"
+    return None
