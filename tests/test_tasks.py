@@ -428,3 +428,17 @@ def test_a_blueprint_holds_at_most_its_share_of_an_environments_tasks(env, tools
 
     per = Counter(blueprint_key(t, next(d for d in dags if d.dag_id == t.dag_id)) for t in made)
     assert max(per.values()) <= blueprint_cap(30)
+
+
+def test_list_items_are_drawn_from_and_checked_against_the_lists_vocabulary(env):
+    """ "[Enum]: [...]" on an array parameter: items come from it, and other items are out of domain."""
+    from autoforge.tasks.instantiate import WorldFiller
+    from autoforge.tasks.quality import out_of_domain
+
+    schema = {"type": "array", "items": {"type": "string"},
+              "description": 'The doors to lock. [Enum]: ["driver", "passenger", "rear_left", "rear_right"]'}
+    assert out_of_domain("door", ["door-160"], schema, "2025-01-15")
+    assert out_of_domain("door", ["driver", "rear_left"], schema, "2025-01-15") is None
+    filler = WorldFiller(env, random.Random(0), copy.deepcopy(m.STATE))
+    for _ in range(5):
+        assert set(filler.fill("door", None, schema, None)) <= {"driver", "passenger", "rear_left", "rear_right"}

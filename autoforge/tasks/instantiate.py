@@ -208,6 +208,8 @@ class WorldFiller:
                                 for k in keys})
         if stype == "array" or isinstance(template, list):
             items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+            if items and not items.get("description") and not items.get("enum") and schema.get("description"):
+                items = {**items, "description": schema["description"]}  # "[Enum]: [driver, passenger]" on the list
             tmpl = template if isinstance(template, list) else []
             lo = max(1, int(schema.get("minItems", 1)))
             n = self.rng.randint(lo, max(lo, min(3, schema.get("maxItems", 3))))

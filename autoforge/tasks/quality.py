@@ -117,7 +117,16 @@ def _is_date(v: str) -> bool:
 
 def out_of_domain(name: str, value: Any, schema: dict, today: str) -> str | None:
     """Why ``value`` is not a valid ``name`` by its schema and the docs' value domains (None: it is)."""
-    if value is None or isinstance(value, (dict, list)):
+    if isinstance(value, list):  # each item against the item schema (and the list's description)
+        items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
+        if items and not items.get("description") and not items.get("enum") and schema.get("description"):
+            items = {**items, "description": schema["description"]}
+        for v in value:
+            why = out_of_domain(name, v, items, today) if not isinstance(v, (dict, list)) else None
+            if why:
+                return f"an item {v!r} {why}"
+        return None
+    if value is None or isinstance(value, dict):
         return None
     enum = schema.get("enum")
     if isinstance(enum, list) and enum and value not in enum:
