@@ -56,11 +56,8 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     n_writes = sum(e.n_write_tools for e in envs)
     unreachable = sum(len(e.writes_unreachable) for e in envs)
     row["writes_reachable"] = f"{n_writes - unreachable}/{n_writes}"
-    from autoforge.dags.sample import unreachable_writes
-
-    data_only = sum(len(unreachable_writes(g.model_copy(update={"edges": [e for e in g.edges if e.kind == "data"]}), tools))
-                    for g in graphs.values())
-    row["by_data"] = f"{n_writes - data_only}/{n_writes}"
+    by_state = sum(len(e.writes_by_state) for e in envs)  # stored with the linkage check, like writes_unreachable
+    row["by_data"] = f"{n_writes - unreachable - by_state}/{n_writes}"
     row["state_edges"] = sum(e.kind == "state" for g in graphs.values() for e in g.edges)
     row["writes_usable"] = f"{n_writes - unreachable + sum(len(e.writes_standalone) for e in envs)}/{n_writes}"
     cols = [c for e in envs for c in e.state_schema.collections]

@@ -420,13 +420,13 @@ def test_a_blueprint_holds_at_most_its_share_of_an_environments_tasks(env, tools
     others = [task.model_copy(update={"task_id": content_id("task", "bp", i)}) for i in range(3)]
     # three tasks already verified with this blueprint, cap 2 for this batch: the new one is dropped
     _, results, _ = verify_tasks(env, tools, [task], [dag], env_factory=m.LocalEnvironment,
-                                 blueprints={blueprint_key(others[0], dag): 3})
+                                 blueprints={blueprint_key(others[0].env_id, dag): 3})
     assert "near_duplicate" in failed(results, task.task_id)
     # generation retires a full blueprint's DAGs instead of drawing it again
     made, _ = generate_tasks(env, tools, dags, seed=3, n_tasks=30, env_factory=m.LocalEnvironment)
     from collections import Counter
 
-    per = Counter(blueprint_key(t, next(d for d in dags if d.dag_id == t.dag_id)) for t in made)
+    per = Counter(blueprint_key(t.env_id, next(d for d in dags if d.dag_id == t.dag_id)) for t in made)
     assert max(per.values()) <= blueprint_cap(30)
 
 

@@ -28,6 +28,7 @@ and leaves the state unchanged, a call that keeps it succeeds and sets the state
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field as dc_field
 from typing import Any
@@ -356,7 +357,7 @@ def argument_checks(rules: list[ParsedRule], py: dict[str, str], public: dict[st
     ``public``: -> the documented names the refusals say."""
     out: list[str] = []
     for r in rules:
-        if r.kind != "constraint" or not r.values or not isinstance(r.values[0], str):
+        if not is_argument_rule(r):
             continue
         form, *rest = r.values
         names = [x for x in rest if isinstance(x, str) and x in py]
@@ -574,7 +575,8 @@ def probe_rules(env: Any, tool: Any, spec: ToolSpec, rules: list[ToolRule], stat
     return rules
 
 
-def _is_argument_rule(r: ToolRule) -> bool:
+def is_argument_rule(r: ToolRule | ParsedRule) -> bool:
+    """A constraint read into a form (``["range", ...]``, ``["one_of", ...]``): one the code can check."""
     return r.kind == "constraint" and bool(r.values) and isinstance(r.values[0], str)
 
 
@@ -651,7 +653,7 @@ def probe_argument_rules(env: Any, tool: Any, rules: list[ToolRule], state: dict
                          tries: int = 8) -> list[ToolRule]:
     """Probe every enforced argument rule of ``tool``: a call that keeps all of them succeeds, and
     the same call changed to break one is refused with an error observation, the state unchanged."""
-    enforced = [r for r in rules if r.enforcement == "code" and _is_argument_rule(r)]
+    enforced = [r for r in rules if r.enforcement == "code" and is_argument_rule(r)]
     if not enforced:
         return rules
     params = props(tool.parameters)
@@ -689,12 +691,10 @@ def probe_argument_rules(env: Any, tool: Any, rules: list[ToolRule], state: dict
 
 
 def json_args(args: dict) -> str:
-    import json
-
     return json.dumps(args, sort_keys=True, default=str)[:200]
 
 
-__all__ = ["ENFORCED_KINDS", "ParsedRule", "RULE_KINDS", "argument_checks", "argument_rule", "parse_rules", "probe_argument_rules", "parse_sentence", "probe_rules", "rule_counts",
+__all__ = ["ENFORCED_KINDS", "ParsedRule", "RULE_KINDS", "argument_checks", "argument_rule", "is_argument_rule", "parse_rules", "probe_argument_rules", "parse_sentence", "probe_rules", "rule_counts",
            "rule_texts", "sentences", "status_mentions", "tool_rules"]
 
 

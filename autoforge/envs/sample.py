@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any
+from typing import Any, Iterable
 
 try:  # the regular-expression parser (renamed in Python 3.11)
     from re import _constants as C, _parser as sre_parse  # type: ignore[attr-defined]
@@ -363,7 +363,7 @@ def sample_arguments(parameters: dict, state: dict, schema: StateSchema, main: s
         ps = ps if isinstance(ps, dict) else {}
         if fresh and main_coll is not None and nm.snake(p) in ("id", main_coll.primary_key):
             if p in required:  # the caller names the new record (``notes_add(key)``): a key not taken yet
-                args[p] = _free_key(main_coll, state.get(main_coll.name) or {}, record_index)
+                args[p] = free_key(main_coll, state.get(main_coll.name) or {}, record_index)
             continue  # a create's own optional id: leave it to next_id (a taken one is refused)
         value, found = _from_state(p, ps, state, schema, main_coll, None if fresh else main_rec, used_ids, record_index)
         if found or p in required:
@@ -371,12 +371,14 @@ def sample_arguments(parameters: dict, state: dict, schema: StateSchema, main: s
     return args
 
 
-def _free_key(coll: CollectionSpec, table: dict, offset: int = 0) -> Any:
-    """A key of ``coll`` no record in ``table`` has, shaped like its ids (``n_0005``, ``5``)."""
-    n = len(table) + 1 + offset
+def free_key(coll: CollectionSpec, table: dict, offset: int = 0, *, width: int | None = None,
+             avoid: Iterable[Any] = ()) -> Any:
+    """A key of ``coll`` no record in ``table`` has and not in ``avoid``, shaped like its ids
+    (``n_0005``, ``5``; ``width`` digits, default the collection's)."""
+    n, avoid = len(table) + 1 + offset, list(avoid)
     while True:
-        key = str(n) if is_integer_ids(coll) else f"{coll.id_prefix}{n:0{max(coll.id_width, 1)}d}"
-        if key not in table:
+        key = str(n) if is_integer_ids(coll) else f"{coll.id_prefix}{n:0{max(width or coll.id_width, 1)}d}"
+        if key not in table and id_value(coll, key) not in avoid:
             return id_value(coll, key)
         n += 1
 

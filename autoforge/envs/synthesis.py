@@ -163,20 +163,24 @@ def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list
             if tool.status != "accepted":
                 rows = [r.model_copy(update={"enforcement": "not enforced"}) for r in rows]
             elif any(r.enforcement == "code" for r in rows):
-                if env is None:
-                    env = Environment(accepted, env_id=env_id)
-                kind = plans[cspec.name].kind
-
-                def args_for(st: dict, idx: int, spec=spec, tool=tool, kind=kind) -> dict:
-                    return smoke_arguments(spec, st, schema, tool.collection, kind, idx, tool.arg_map)
-
-                rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, kind, args_for)
-                rows = probe_argument_rules(env, tool, rows, state, args_for)
+                env = env or Environment(accepted, env_id=env_id)
+                rows = _probe(env, tool, spec, rows, state, schema, plans[cspec.name].kind)
             out += rows
     finally:
         if env is not None:
             env.close()
     return out
+
+
+def _probe(env: Any, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
+           kind: str) -> list[ToolRule]:
+    """Every enforced rule of one tool probed in ``env``: status and timestamp rules, then argument rules,
+    with smoke-call arguments around the sample records."""
+    def args_for(st: dict, idx: int) -> dict:
+        return smoke_arguments(spec, st, schema, tool.collection, kind, idx, tool.arg_map)
+
+    rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, kind, args_for)
+    return probe_argument_rules(env, tool, rows, state, args_for)
 
 
 def _public_names(rule: ToolRule, public: dict[str, str]) -> ToolRule:
@@ -324,7 +328,7 @@ def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state:
     to the LLM in the prompt; each recognized one is probed exactly as the offline code's are. A
     rule whose probe fails stays recorded, enforcement "code" with probe "failed": the LLM was
     asked to enforce it and did not."""
-    from autoforge.envs.rules import ENFORCED_KINDS, parse_rules
+    from autoforge.envs.rules import ENFORCED_KINDS, is_argument_rule, parse_rules
     from autoforge.envs.runtime import Environment
 
     accepted = [t for t in tools if t.status == "accepted"]
@@ -336,19 +340,12 @@ def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state:
             coll = by_name.get(tool.collection or "")
             parsed = parse_rules(spec, coll)
             for r in parsed:
-                if tool.status == "accepted" and (r.kind in ENFORCED_KINDS or (r.kind == "constraint" and r.values
-                                                                             and isinstance(r.values[0], str))):
+                if tool.status == "accepted" and (r.kind in ENFORCED_KINDS or is_argument_rule(r)):
                     r.enforcement = "code"
             rows = tool_rules(env_id, spec, parsed, run_id)
             if any(r.enforcement == "code" for r in rows):
-                if env is None:
-                    env = Environment(accepted, env_id=env_id)
-
-                def args_for(st: dict, idx: int, spec=spec, tool=tool) -> dict:
-                    return smoke_arguments(spec, st, schema, tool.collection, "llm", idx, tool.arg_map)
-
-                rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, "llm", args_for)
-                rows = probe_argument_rules(env, tool, rows, state, args_for)
+                env = env or Environment(accepted, env_id=env_id)
+                rows = _probe(env, tool, spec, rows, state, schema, "llm")
             out += rows
     finally:
         if env is not None:

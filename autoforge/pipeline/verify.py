@@ -68,7 +68,7 @@ def load(warehouse: str | None, params: VerifyParams) -> VerifyInputs:
         out.existing_keys = {duplicate_key(t, dag_by_id[t.dag_id]): t.task_id for t in done}
         for t in done:
             box = out.blueprints.setdefault(t.env_id, {})
-            key = blueprint_key(t, dag_by_id[t.dag_id])
+            key = blueprint_key(t.env_id, dag_by_id[t.dag_id])
             box[key] = box.get(key, 0) + 1
     return out
 

@@ -59,9 +59,9 @@ def duplicate_key(task: Task, dag: TaskDag) -> str:
     return content_hash([task.env_id, dag_shape(dag), state_change(task.initial_state, task.gold_state)])
 
 
-def blueprint_key(task: Task, dag: TaskDag) -> str:
-    """A task's blueprint: its environment, tool sequence and argument sources (the DAG shape)."""
-    return content_hash([task.env_id, dag_shape(dag)])
+def blueprint_key(env_id: str, dag: TaskDag) -> str:
+    """The blueprint of the tasks made from ``dag``: environment, tool sequence and argument sources (the DAG shape)."""
+    return content_hash([env_id, dag_shape(dag)])
 
 
 def split_of(task_id: str, test_fraction: float = TEST_FRACTION) -> str:
@@ -167,7 +167,7 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     skip_ids = skip_ids or set()
     seen: set[str] = set()
     streak = {d.dag_id: 0 for d in dags}
-    shape = {d.dag_id: content_hash([env.env_id, dag_shape(d)]) for d in dags}
+    shape = {d.dag_id: blueprint_key(env.env_id, d) for d in dags}
     held: dict[str, int] = {}  # blueprint -> tasks made of it
     cap = blueprint_cap(n_tasks)
     budget = max_attempts or n_tasks * 3

@@ -31,6 +31,7 @@ from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.envs.domains import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
 from autoforge.envs.schema_offline import id_key, id_value, is_integer_ids
+from autoforge.envs.sample import free_key
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
@@ -443,13 +444,7 @@ class FactChooser:
 
     def fresh_key(self, coll: CollectionSpec, state: dict) -> Any:
         """A key no record of ``coll`` has yet, shaped like the ones it has."""
-        taken = set(state.get(coll.name) or {})
-        width = _id_width(self.env, coll)
-        for i in range(len(taken) + 1, len(taken) + 50):
-            cand = id_value(coll, make_id(coll, i, width)) if coll.id_type != "integer" else i
-            if id_key(cand) not in taken and cand not in self.facts.values():
-                return cand
-        return id_value(coll, make_id(coll, len(taken) + 51, width))
+        return free_key(coll, state.get(coll.name) or {}, width=_id_width(self.env, coll), avoid=self.facts.values())
 
     def related_to_me(self, coll: CollectionSpec, state: dict) -> list[Any]:
         """Ids of ``coll`` records that point at the task's user (their payment method, their order)."""

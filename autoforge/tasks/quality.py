@@ -77,9 +77,7 @@ def _value_at(state: dict, cell: tuple) -> Any:
     if key is None:
         return table
     rec = table.get(key) if isinstance(table, dict) else None
-    if field is None:
-        return rec
-    if field == "*":
+    if field in (None, "*"):
         return rec
     return rec.get(field) if isinstance(rec, dict) else None
 

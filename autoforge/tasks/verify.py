@@ -165,7 +165,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
                 rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
             else:
                 rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id)
-                bp = blueprint_key(task, dag)
+                bp = blueprint_key(task.env_id, dag)
                 near = None
                 if all(r.passed for r in rs):
                     if held.get(bp, 0) >= cap:
