@@ -531,6 +531,10 @@ class _Builder:
                     for cands in c.status_targets:
                         if not any(t in merged for t in cands):
                             merged.append(cands[0])
+                        elif not f.enum and not any(t[:4] == cands[0][:4] for t in merged):
+                            # statuses read from verbs: close_ticket and resolve_ticket end in two
+                            # statuses (closed, resolved), not one, so a resolve is seen after a close
+                            merged.append(cands[0])
                     f = f.model_copy(update={"enum": merged})
                 if ref != f.ref:
                     f = f.model_copy(update={"ref": ref})

@@ -58,6 +58,7 @@ RESERVED = {"state", "db", "args", "table", "record", "result", "results", "key"
             "all", "found", "amount_value", "source", "dest", "text", "limit_value", "offset_value", "bound",
             "balance_value", "existing", "ref_table", "ref_record", "wanted", "kept", "changed", "rest", "stock",
             "current", "remaining"}
+NULL_DEFAULTS = {"None", "none", "null", "NULL", "nil"}  # a documented string default that means no value
 INCREASE_VERBS = {"deposit", "credit", "top", "topup", "refund", "fund", "reload", "award", "increment", "restock", "add"}
 DECREASE_VERBS = {"withdraw", "debit", "pay", "charge", "spend", "redeem", "deduct", "decrement", "bill", "use", "consume"}
 STOCK_FIELDS = ("stock", "seats_available", "available_seats", "quantity_available", "stock_quantity", "inventory",
@@ -269,6 +270,8 @@ class Ctx:
         parts += [self.py[p] for p in req]
         for p in opt:
             default = self.params[p].get("default")
+            if isinstance(default, str) and default.strip() in NULL_DEFAULTS:
+                default = None  # ``"default": "None"``: the docs' way of saying "not given" (If None, return all)
             ok = default is None or isinstance(default, (str, int, float, bool))
             parts.append(f"{self.py[p]}={lit(default) if ok else 'None'}")
         head = f"def {name}({', '.join(parts)}):"
@@ -607,7 +610,10 @@ def t_update(x: Ctx) -> tuple[str, dict]:
     c.indent()
     x.emit_fetch(c, pk)
     x.emit_ref_checks(c, skip={pk})
-    x.emit_status_precondition(c, "updated", None)
+    if x.allowed_from(None) and (status_words(x.spec.description) or x.source_rule(None)[0] is not None):
+        # only a precondition the prose states ("Only pending orders can be edited"): an edit of a
+        # closed ticket the docs do not forbid is allowed, as a delete is
+        x.emit_status_precondition(c, "updated", None)
     sets = [(p, x.field_for(p) or nm.snake(p)) for p in x.params if p != pk and nm.snake(p) not in nm.PAGING_PARAMS]
     for p, f in sets:
         fs = x.fields.get(f)
