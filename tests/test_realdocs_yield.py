@@ -2,7 +2,9 @@
 
 Fixtures are our own documents in the styles public tool docs use (tests/fixtures/realstyle/yield_*):
 BFCL-style helpdesk tools with ``"default": "None"`` and verbs that each end in their own status;
-... Each test names the class of problem it pins. The last test runs the factory on the public
+MCP-style tracker tools with an operation selector (``method``) and "Required unless ..." groups;
+a BFCL-style shell whose ``touch``/``mkdir`` create what they name and whose ``echo`` names its file
+only optionally. Each test names the class of problem it pins. The last test runs the factory on the public
 tool sets of /work/shared/realdocs when they are there and skips otherwise."""
 
 from __future__ import annotations
@@ -82,4 +84,41 @@ def test_status_verbs_end_in_statuses_of_their_own():
 def test_the_helpdesk_yields_tasks_that_use_its_writes(tmp_path):
     _, verified, writes, used = _factory(tmp_path, FIXTURES / "yield_helpdesk.json")
     assert len(verified) >= 15
+    assert len(used) >= 0.7 * len(writes), (sorted(used), sorted(writes))
+
+
+# --------------------------------------------------------------------------- tracker (MCP style)
+
+
+def test_an_operation_selector_is_not_a_record_field():
+    """``method: create|update`` picks what ticket_write does; stored on the ticket it made a read's
+    ``method`` (get|get_notes) draw 'create' from the record."""
+    result = _synth("yield_tracker.json")
+    fields = {f.name for c in result.environment.state_schema.collections for f in c.fields}
+    assert "method" not in fields
+
+
+def test_a_required_unless_group_gets_one_member_in_every_task(tmp_path):
+    """add_ticket_note(text?, reaction?): "Required unless reaction is provided" -- the gold call gives one."""
+    _, verified, writes, used = _factory(tmp_path, FIXTURES / "yield_tracker.json")
+    notes = [c for t in verified for c in t.gold_calls if c.name == "add_ticket_note"]
+    assert notes and all(c.arguments.get("text") or c.arguments.get("reaction") for c in notes)
+    assert used == writes
+
+
+# --------------------------------------------------------------------------- shell (BFCL style)
+
+
+def test_a_tool_that_creates_a_new_record_it_names_is_a_create():
+    """"Create a new directory" (mkdir(dir_name)), "Create a new file" (touch(file_name)): creates, not no-op updates."""
+    result = _synth("yield_shell.json")
+    kinds = {t.name: t.kind for t in result.accepted}
+    assert kinds["touch"] == "create" and kinds["mkdir"] == "create"
+
+
+def test_a_write_gets_the_key_of_its_record_even_when_documented_optional(tmp_path):
+    """echo(content, file_name=None) writes to the file it names: the task gives the file."""
+    _, verified, writes, used = _factory(tmp_path, FIXTURES / "yield_shell.json")
+    echoes = [c for t in verified for c in t.gold_calls if c.name == "echo"]
+    assert echoes and all(c.arguments.get("file_name") for c in echoes)
     assert len(used) >= 0.7 * len(writes), (sorted(used), sorted(writes))

@@ -34,10 +34,12 @@ from typing import Any, Iterable
 import networkx as nx
 
 from autoforge.dags.aggregates import ListSource, countable, list_sources, sum_fields
+from autoforge.dags.answers import choose_answer
 from autoforge.dags.graph import (PERSON, EntityIndex, is_key_param, key_fields, output_paths, param_schemas, required_params,
                                   value_types)
 from autoforge.dags.reasoning import OPS, get_op
 from autoforge.dags.sequences import is_lookup
+from autoforge.envs.rules import argument_rule, sentences
 from autoforge.errors import AutoforgeError
 from autoforge.types import (ArgSource, DagNode, EnvironmentRecord, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)
@@ -302,6 +304,24 @@ class _Builder:
         if tool.effect == "read" and not is_lookup(tool, self.keys):
             self.lists += list_sources(nid, output_paths(tool.output_schema), self.coll_by_word)
 
+    def one_of_choice(self, tool: ToolCode, params: list[str]) -> list[str]:
+        """One parameter of each "at least one of A or B" group the parameters' prose states and the
+        required ones leave empty (``add_issue_comment(body?, reaction?)``: "Required unless reaction is
+        provided"): the code refuses a call with neither, so the task gives one of them."""
+        schemas = param_schemas(tool)
+        out: list[str] = []
+        for p, ps in schemas.items():
+            desc = ps.get("description") if isinstance(ps, dict) else None
+            for sentence in sentences(desc) if isinstance(desc, str) else []:
+                rule = argument_rule(sentence, p, schemas)
+                if rule is None or not rule.values or rule.values[0] != "one_of":
+                    continue
+                group = [q for q in rule.values[1:] if q in schemas]
+                if group and not any(q in params or q in out for q in group):
+                    data = [q for q in group if not self.is_key(tool, q)]
+                    out.append(self.rng.choice(sorted(data or group)))
+        return out
+
     # ------------------------------------------------------------------ main
     def hoist_lookups(self, names: list[str], reqs: list[int]) -> tuple[list[str], list[int]]:
         """Move a later lookup before the first tool that needs its identifier, so the id is
@@ -337,6 +357,12 @@ class _Builder:
                 raise DagError("unknown_tool", f"sequence {self.seq.seq_id} names {name!r}, not an accepted tool of {self.seq.env_id}")
             schemas = param_schemas(tool)
             params = list(required_params(tool))
+            pk = self.pk_of.get(tool.collection or "")
+            if tool.kind not in ("create", "list", "lookup") and pk:
+                # echo(content, file_name=None) writes to the file it names: the record's own key is
+                # needed even where the docs mark it optional (without it the call fails: not found)
+                params += [p for p in schemas if p not in params and (tool.arg_map or {}).get(p, p) == pk]
+            params += self.one_of_choice(tool, params)
             data = [p for p in params if not self.is_key(tool, p)]
             if tool.effect == "write" and not data and self.k.optional_for_update and tool.kind in ("update", "llm"):
                 optional = sorted(p for p in schemas if p not in params and not self.is_key(tool, p))
@@ -349,9 +375,10 @@ class _Builder:
             self.n_tool += 1
             args: dict[str, ArgSource] = {}
             entity = self.entity_of.get(tool.collection or "")
+            answer = self.seq.goal == "answer"
             for p in sorted(params, key=lambda x: (not self.is_key(tool, x), x)):
                 key = self.is_key(tool, p)
-                src = self.bind(p, name, req) if key else None
+                src = self.bind(p, name, req) if key or answer else None  # answer chains: a value feeds the next read
                 if src is None and tool.effect == "write" and not key:
                     types = value_types(schemas.get(p, {}))
                     src = self.aggregate(p, types, req) or self.derived(tool, p, types, args, req)
@@ -368,8 +395,17 @@ class _Builder:
         n_req = len({n.requirement for n in self.nodes if n.kind == "tool" and self.tools[n.tool].effect == "write"}) or 1
         edges = sorted(self.edges)
         nodes = self.nodes
-        dag = TaskDag(dag_id=content_id("dag", self.seq.env_id, [n.model_dump() for n in nodes], edges),
-                      env_id=self.seq.env_id, seq_id=self.seq.seq_id, nodes=nodes, edges=edges, n_requirements=n_req)
+        answer = None
+        if self.seq.goal == "answer":  # the last read's output answers the user (dags/answers.py)
+            last = next((n for n in reversed(nodes) if n.kind == "tool"), None)
+            answer = choose_answer(self.tools[last.tool], last.node_id, self.keys, self.rng) if last else None
+            if answer is None:
+                raise DagError("no_answer", f"the last read of {self.seq.tools} returns nothing to ask for "
+                                            "(only identifiers, echoes of its inputs or booleans)")
+        dag = TaskDag(dag_id=content_id("dag", self.seq.env_id, [n.model_dump() for n in nodes], edges,
+                                        *([answer.model_dump()] if answer else [])),
+                      env_id=self.seq.env_id, seq_id=self.seq.seq_id, nodes=nodes, edges=edges, n_requirements=n_req,
+                      answer=answer)
         validate_dag(dag, self.tools)
         return dag
 
@@ -464,5 +500,5 @@ def validate_dag(dag: TaskDag, tools: dict[str, ToolCode]) -> None:
                 raise DagError("unsourced_argument", f"{n.node_id}.{arg} reads {src.node}, which is not upstream")
             if src.kind == "user" and not src.fact:
                 raise DagError("unsourced_argument", f"{n.node_id}.{arg} is a user fact without a name")
-    if writes == 0:
+    if writes == 0 and dag.answer is None:
         raise DagError("no_write_tool", f"DAG {dag.dag_id} has no write: it could not change state")

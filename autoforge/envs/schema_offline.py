@@ -267,6 +267,22 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     return plan
 
 
+# "Create a new directory in the current directory." (mkdir, touch): a sentence saying the tool makes
+# the record it names
+NEW_RECORD = re.compile(r"(?:^|[.:;]\s+)(?:create|add|make|register)s? (?:a |an )?(?:new|empty)\b", re.I)
+
+
+SELECTOR_PARAMS = {"method", "action", "operation", "op", "mode", "command"}
+
+
+def is_selector(name: str, schema: dict | None) -> bool:
+    """A parameter that picks what the tool does, not a value it stores (``issue_write(method='create'|'update')``,
+    ``issue_read(method='get_comments')``): not a field of the record."""
+    s = schema or {}
+    desc = s.get("description") if isinstance(s.get("description"), str) else ""
+    return nm.snake(name) in SELECTOR_PARAMS and (bool(s.get("enum")) or bool(re.search(r"\boptions?\b|\bone of\b|^- ", desc, re.I | re.M)))
+
+
 def _client_id(spec: ToolSpec, entity: str) -> str | None:
     """The optional parameter of a create that carries the new record's own id (``id`` or
     ``<entity>_id`` in a request body such as petstore's ``addPet``), if any."""
@@ -277,8 +293,9 @@ def _client_id(spec: ToolSpec, entity: str) -> str | None:
             return p
     own = [p for p in params if nm.snake(p) == f"{entity}_id"]
     others = [p for p in params if nm.snake(p).endswith("_id") and p not in own]
-    if own and not others and nm.verb_of(spec.name)[0] in {"add", "create", "insert", "new", "register", "store", "save"}:
-        return own[0]  # ``core_memory_add(key, value)``: the caller names the new record
+    if own and not others and (nm.verb_of(spec.name)[0] in {"add", "create", "insert", "new", "register", "store", "save"}
+                               or NEW_RECORD.search(spec.description or "")):
+        return own[0]  # ``core_memory_add(key, value)`` / ``mkdir(dir_name)``: the caller names the new record
     return None
 
 
@@ -670,7 +687,7 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         for p, ps in params.items():
             ps = unwrap(ps) if isinstance(ps, dict) else {}
             sp = nm.snake(p)
-            if sp == "id":
+            if sp == "id" or is_selector(sp, ps):
                 continue
             if plan.kind in ("create", "update", "generic") or (plan.kind == "status" and sp == "status"):
                 base = sp[4:] if sp.startswith("new_") else sp[8:] if sp.startswith("updated_") else sp
