@@ -254,6 +254,7 @@ class ToolSequence(Record):
     seed: int | None = None
     requirements: list[int] = Field(default_factory=list)  # per tool: which merged requirement (0, 1) it serves
     start_rule: str | None = None  # the walk start rule sampling used (lookup | read | entry | any)
+    goal: Literal["state", "answer"] = "state"  # state: ends in a write; answer: a read whose output answers the user
     run_id: str | None = None
 
 
@@ -277,6 +278,14 @@ class DagNode(Record):
     requirement: int = 0  # which merged requirement (0, 1, ...) the node serves
 
 
+class AnswerSource(Record):
+    """Where an answer task's gold answer comes from: a leaf of one node's output."""
+
+    node: str  # the node whose output holds the answer (the DAG's last read)
+    path: str  # dotted path inside that output ("result", "count", "url_contents.0.content")
+    field: str  # what the user asks for, in words ("result", "content")
+
+
 class TaskDag(Record):
     dag_id: str  # content_id("dag", env_id, nodes)
     env_id: str
@@ -284,6 +293,7 @@ class TaskDag(Record):
     nodes: list[DagNode]
     edges: list[tuple[str, str]]  # (parent, child): parent's output feeds child's input
     n_requirements: int = 1
+    answer: AnswerSource | None = None  # answer DAGs (no write): the output the user asks for
     run_id: str | None = None
 
 
@@ -296,8 +306,20 @@ class ToolCall(Record):
     id: str | None = None
 
 
+class GoldAnswer(Record):
+    """What an answer task's agent must state in its final message (rollout.reward.answer_match)."""
+
+    value: Any  # the gold answer: a number, string, boolean or list
+    kind: Literal["number", "string", "boolean", "list"]
+    tolerance: float | None = None  # numbers: |stated - gold| <= tolerance * max(1, |gold|)
+    field: str = "answer"  # what was asked for, in words
+
+
 class Task(Record):
-    """D_k = (Q_k, S_k, S*_k, F): request, initial state, gold final state, tools (via env_id)."""
+    """D_k = (Q_k, S_k, S*_k, F): request, initial state, gold final state, tools (via env_id).
+
+    ``kind`` "state": the reward compares the final state with S*. "answer" (a read-only DAG):
+    S* == S and the agent's final message must state ``gold_answer``."""
 
     task_id: str  # content_id("task", env_id, dag shape, state change)
     env_id: str
@@ -316,6 +338,8 @@ class Task(Record):
     split: Literal["train", "test"] = "train"
     batch_id: str | None = None
     run_id: str | None = None
+    kind: Literal["state", "answer"] = "state"
+    gold_answer: GoldAnswer | None = None  # kind=answer: what the final message must state
 
 
 class VerificationResult(Record):

@@ -328,5 +328,10 @@ def test_auto_start_uses_lookups_then_reads_then_tools_with_no_required_id():
     keys = {c.primary_key for c in env.state_schema.collections}
     entry = start_tools(graph, {t.name: t for t in tools}, keys, "entry")
     assert "find_user_id_by_email" in entry and "get_order" not in entry
-    none = sample_env(env, [t for t in tools if t.effect == "read"], seed=0, walks=5, merges=0)
+    # with no write at all, walks over reads become answer sequences (the last read answers the user)
+    reads = sample_env(env, [t for t in tools if t.effect == "read"], seed=0, walks=5, merges=0)
+    assert reads.sequences and {s.goal for s in reads.sequences} == {"answer"}
+    assert reads.dags and all(d.answer is not None for d in reads.dags)
+    # with nothing to walk at all, the rejection says which rules were tried
+    none = sample_env(env, [], seed=0, walks=5, merges=0)
     assert not none.sequences and "lookup, read, entry" in none.rejections[-1].detail

@@ -12,15 +12,48 @@ FIXTURES = Path(__file__).parent / "fixtures" / "realstyle"
 
 
 def test_a_tool_set_that_cannot_yield_tasks_exits_non_zero_and_says_why(tmp_path, capsys):
+    # yes/no checks: nothing changes state, and a boolean is no answer a final message can be checked for
     wh = str(tmp_path / "w.duckdb")
     rc = main(["factory", "--no-prefect", "--warehouse", wh, "--tasks-per-env", "10",
-               str(FIXTURES / "effects_calculator.json")])
+               str(FIXTURES / "effects_checker.json")])
     out = capsys.readouterr()
     assert rc == EMPTY_EXIT_CODE == 3
-    assert "no verified task for environment 'effects_calculator'" in out.err and "stateless" in out.err
+    assert "no verified task for environment 'effects_checker'" in out.err
     assert "v_environment_funnel" in out.out
-    (row,) = environment_yield(wh, ["effects_calculator"])
-    assert row["n_verified"] == 0 and row["kind"] == "stateless" and row["why_empty"].startswith("stateless")
+    (row,) = environment_yield(wh, ["effects_checker"])
+    assert row["n_verified"] == 0 and row["why_empty"], row
+    assert "no_answer" in row["why_empty"] or "no read-only walk" in row["why_empty"], row["why_empty"]
+
+
+def test_a_calculator_yields_answer_tasks_the_oracle_solves_and_random_does_not(tmp_path, capsys):
+    from autoforge.types import Task
+    from autoforge.warehouse import query, read_records
+
+    wh = str(tmp_path / "w.duckdb")
+    rc = main(["factory", "--no-prefect", "--warehouse", wh, "--tasks-per-env", "20",
+               str(FIXTURES / "effects_calculator.json")])
+    assert rc == 0, capsys.readouterr().err
+    tasks = [t for t in read_records(wh, Task) if t.status == "verified"]
+    assert len(tasks) >= 10 and {t.kind for t in tasks} == {"answer"}
+    assert all(t.gold_answer is not None and t.gold_state_hash == t.gold_state_hash for t in tasks)
+    assert any(len(t.gold_calls) >= 2 for t in tasks)  # computations chain (a sum, then a division)
+    for t in tasks:
+        assert t.initial_state == t.gold_state and "tell me" in t.request or "know the" in t.request or "need the" in t.request
+    kinds = {r["kind"] for r in query(wh, "SELECT DISTINCT kind FROM v_curated_tasks")}
+    assert kinds == {"answer"}
+    capsys.readouterr()
+    assert main(["eval", "--warehouse", wh, "--agent", "oracle", "--json"]) == 0
+    oracle = capsys.readouterr().out
+    assert main(["eval", "--warehouse", wh, "--agent", "random", "--json"]) == 0
+    rand = capsys.readouterr().out
+    import json
+
+    def overall(text):
+        data = json.loads(text)
+        rows = data["results"] if isinstance(data, dict) and "results" in data else data
+        return [r for r in rows if r.get("env_id") in (None, "(overall)") and r.get("k") == 1][0]["pass_hat_k"]
+
+    assert overall(oracle) == 1.0 and overall(rand) == 0.0
 
 
 def test_a_batch_whose_environments_all_yield_exits_zero(tmp_path, capsys):

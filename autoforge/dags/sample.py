@@ -14,7 +14,8 @@ from autoforge.dags.build import DagKnobs, build_dags
 from autoforge.dags.graph import build_graph
 from autoforge.dags.sequences import StartRule, sample_sequences
 from autoforge.llm.record import drain_calls
-from autoforge.types import EnvironmentRecord, LLMCall, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence, content_id
+from autoforge.types import (Binding, EnvironmentRecord, GraphEdge, LLMCall, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
+                             content_id)
 
 
 @dataclass
@@ -48,7 +49,8 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
 
     ``start="auto"``: walks start where the graph offers — at lookups (reads the user can call
     with what they know), else at any read, else at any tool with no required id — and each
-    sequence records the rule that was used."""
+    sequence records the rule that was used. Where no walk reaches a write at all, walks over
+    reads become answer sequences (``goal="answer"``): the last read's output is the answer."""
     mine = [t for t in tools if t.env_id == env.env_id and t.status == "accepted"]
     graph = build_graph(env, mine, client, run_id=run_id)
     rules = AUTO_STARTS if start == "auto" else (start,)
@@ -64,6 +66,13 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
         rule = "entry"
         seqs = sample_sequences(graph, mine, walks, seed, min_len=1, max_len=max_len, start=rule, n_merged=merges,
                                 env=env)
+    if not seqs and start == "auto":
+        # nothing changes state anywhere (math, search, file reads): answer tasks. Computations
+        # chain (a mean's result is rounded), so value edges join them first.
+        graph = graph.model_copy(update={"edges": [*graph.edges, *value_edges(mine)]})
+        rule = "read"
+        seqs = sample_sequences(graph, mine, walks, seed, min_len=1, max_len=min(max_len, ANSWER_MAX_LEN), start=rule,
+                                env=env, goal="answer")
     seqs = [s.model_copy(update={"run_id": run_id, "start_rule": rule}) for s in seqs]
     dags, rejections = build_dags(graph, seqs, mine, env, seed=seed, variants=dag_variants, knobs=knobs, run_id=run_id)
     if not seqs:
@@ -73,6 +82,28 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
                                            f"(start rules tried: {', '.join(rules)})",
                                     run_id=run_id))
     return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id))
+
+
+ANSWER_MAX_LEN = 3  # an answer task chains at most this many reads (DEFAULT: longer chains of sums read as puzzles)
+
+
+def value_edges(tools: list[ToolCode]) -> list[GraphEdge]:
+    """Data edges between computation tools (``ToolCode.kind == "compute"``): the one numeric
+    output of ``a`` feeds the first numeric operand of ``b`` (mean -> round_number.number)."""
+    from autoforge.envs.compute import operand_order
+
+    comp = sorted((t for t in tools if t.kind == "compute" and t.status == "accepted"), key=lambda t: t.name)
+    out = []
+    for a in comp:
+        props = ((a.output_schema or {}).get("properties") or {})
+        numeric = [k for k, v in props.items() if isinstance(v, dict) and v.get("type") in ("number", "integer")]
+        if len(numeric) != 1:
+            continue
+        for b in comp:
+            first = operand_order(b.parameters)
+            if b.name != a.name and first:
+                out.append(GraphEdge(src=a.name, dst=b.name, bindings=[Binding(output_path=numeric[0], param=first[0])]))
+    return out
 
 
 def sample_counts(results: list[SampleResult], seconds: float) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from autoforge.errors import ConfigError
 from autoforge.types import EnvironmentRecord, ToolCode, ToolGraph, ToolSequence, content_id
 
 StartRule = Literal["lookup", "read", "entry", "any"]
+Goal = Literal["state", "answer"]
 START_RULES = ("lookup", "read", "entry", "any")
 LOOKUP_KINDS = {"lookup", "get", "find", "search"}
 
@@ -59,19 +60,24 @@ def _trim(path: list[str], tools: dict[str, ToolCode]) -> list[str]:
 
 def random_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int, *, min_len: int = 2, max_len: int = 5,
                  start: StartRule = "lookup", env: EnvironmentRecord | None = None,
-                 max_attempts: int | None = None) -> list[ToolSequence]:
+                 max_attempts: int | None = None, goal: Goal = "state") -> list[ToolSequence]:
     """Up to ``n`` distinct walks, each of ``min_len..max_len`` tools, ending in a write.
 
     Defaults (ours, docs/design.md#stage-3-tool-graph-walks-and-dags): start uniformly among ``start`` tools, the next tool
     uniformly among out-neighbours not yet visited, target length uniform in
     [min_len, max_len], stop early at a sink; then cut reads after the last write. A walk
     with no write or shorter than ``min_len`` is dropped; identical sequences are kept once.
+
+    ``goal="answer"``: walks over reads only (no cut): the last read's output answers the user
+    (answer tasks, for tool sets where nothing changes state).
     """
     if min_len < 1 or max_len < min_len:
         raise ConfigError(f"walk lengths must satisfy 1 <= min_len <= max_len (got {min_len}, {max_len})")
     by_name = {t.name: t for t in tools if t.name in set(graph.tools)}
+    if goal == "answer":
+        by_name = {k: t for k, t in by_name.items() if t.effect == "read"}
     keys = key_fields(env)
-    g: nx.DiGraph = to_networkx(graph)
+    g: nx.DiGraph = to_networkx(graph).subgraph(by_name)
     starts = start_tools(graph, by_name, keys, start)
     if not starts or n <= 0:
         return []
@@ -88,13 +94,15 @@ def random_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int,
             if not nxt:
                 break
             path.append(rng.choice(nxt))
-        path = _trim(path, by_name)
+        if goal == "state":
+            path = _trim(path, by_name)
         key = tuple(path)
         if len(path) < min_len or key in seen:
             continue
         seen.add(key)
-        out.append(ToolSequence(seq_id=content_id("seq", graph.env_id, path), env_id=graph.env_id, tools=path,
-                                source="walk", seed=seed, requirements=[0] * len(path)))
+        sid = content_id("seq", graph.env_id, path) if goal == "state" else content_id("seq", graph.env_id, path, goal)
+        out.append(ToolSequence(seq_id=sid, env_id=graph.env_id, tools=path, source="walk", seed=seed,
+                                requirements=[0] * len(path), goal=goal))
     return out
 
 
@@ -190,10 +198,13 @@ def merge_sequences(seqs: list[ToolSequence], tools: Iterable[ToolCode], n: int,
 
 def sample_sequences(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int, *, min_len: int = 2,
                      max_len: int = 5, start: StartRule = "lookup", n_merged: int | None = None,
-                     env: EnvironmentRecord | None = None) -> list[ToolSequence]:
-    """Walks plus merged pairs for one environment: ``n`` walks and ``n_merged`` (default n) merges."""
+                     env: EnvironmentRecord | None = None, goal: Goal = "state") -> list[ToolSequence]:
+    """Walks plus merged pairs for one environment: ``n`` walks and ``n_merged`` (default n) merges
+    (answer walks are not merged: one task asks one question)."""
     tools = [t for t in tools if t.env_id == graph.env_id]
-    walks = random_walks(graph, tools, n, seed, min_len=min_len, max_len=max_len, start=start, env=env)
+    walks = random_walks(graph, tools, n, seed, min_len=min_len, max_len=max_len, start=start, env=env, goal=goal)
+    if goal == "answer":
+        return walks
     merged = merge_sequences(walks, tools, n if n_merged is None else n_merged, seed + 1, env=env)
     return walks + merged
 

@@ -151,7 +151,16 @@ def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tu
             return _choice("currency", CURRENCIES)
         if words[-1:] in (("language",), ("lang",), ("locale",)):
             return _choice("language", LANGUAGES)
+        if words[-1:] in (("url",), ("uri",), ("href",), ("link",), ("website",), ("homepage",), ("endpoint",)):
+            return Domain("url", _url)
     return None
+
+
+def _url(rng: random.Random) -> str:
+    """A web address (``https://``) on a reserved example domain: real docs require the scheme."""
+    site = rng.choice(["news", "docs", "blog", "shop", "wiki", "travel", "science", "food"])
+    page = rng.choice(["guide", "report", "review", "overview", "notes", "faq", "story", "update"])
+    return f"https://{site}.example.com/{page}-{rng.randint(1, 999)}"
 
 
 _PAIR_RES = [(re.compile(rf"(^|_){re.escape(word)}($|_)"), role) for a, b in PAIR_WORDS

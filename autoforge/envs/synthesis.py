@@ -30,6 +30,7 @@ from autoforge.envs.sample import sample_arguments, sample_state
 from autoforge.envs.schema_offline import plan_tools, offline_state_schema
 from autoforge.envs import naming as nm
 from autoforge.envs.rules import probe_argument_rules, probe_rules, rule_counts, tool_rules
+from autoforge.envs.compute import compute_draft
 from autoforge.envs.templates import offline_tool_code
 from autoforge.tooldocs.schema import props
 from autoforge.errors import ConfigError, LLMError
@@ -126,8 +127,10 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
     schema = offline_state_schema(toolset, cspecs)
     plans = plan_tools(cspecs)
     state = sample_state(schema)
-    drafts = [offline_tool_code(c, plans[c.name], schema, public=dict(zip(props(c.parameters), props(s.parameters))))
-              for s, c in zip(specs, cspecs)]
+    publics = [dict(zip(props(c.parameters), props(s.parameters))) for s, c in zip(specs, cspecs)]
+    drafts = [offline_tool_code(c, plans[c.name], schema, public=pub) for c, pub in zip(cspecs, publics)]
+    if toolset.kind == "stateless":  # pure computation (add, mean, square_root): code that computes
+        drafts = [compute_draft(c, d, pub) or d for c, d, pub in zip(cspecs, drafts, publics)]
     env_id = _env_id(toolset, schema, [d.source for d in drafts])
     tools, rejections = [], []
     for spec, draft in zip(specs, drafts):

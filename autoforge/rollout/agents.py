@@ -63,6 +63,7 @@ class OracleAgent:
             raise ConfigError(f"the oracle agent needs task {ctx.task_id}'s DAG (TaskDag); none was given")
         from autoforge.dags.build import topo_order
 
+        self.dag = ctx.dag
         self.order: list[DagNode] = topo_order(ctx.dag)
         self.needed: list[str] = []
         for node in self.order:
@@ -134,6 +135,21 @@ class OracleAgent:
             self.pending = node
             self.calls.append(call)
             return AgentTurn(tool_calls=[call])
+        answer = getattr(self.dag, "answer", None)
+        if answer is not None and answer.node in self.outputs:  # an answer task: say what the last read gave
+            from autoforge.tasks.execute import resolve_path
+
+            out = self.outputs[answer.node]
+            if ".*." in answer.path:
+                lst, fld = answer.path.split(".*.", 1)
+                items = resolve_path(out, lst)
+                value = ", ".join(str(x.get(fld)) for x in items if isinstance(x, dict))
+            else:
+                try:
+                    value = resolve_path(out, answer.path)
+                except AutoforgeError:
+                    value = None
+            return AgentTurn(content=f"All done: the {answer.field} is {value}.")
         return AgentTurn(content="All done: I have completed everything you asked for.")
 
 

@@ -185,7 +185,7 @@ def run_episode(
         except Exception as exc:  # noqa: BLE001 - an unreadable state: the episode cannot be scored
             final_state = None
             detail = (detail + "; " if detail else "") + f"final state unreadable: {_short_error(exc)}"
-        rew, info = R.score(task, final_state, final_hash)
+        rew, info = R.score(task, final_state, final_hash, R.final_message(messages))
         if termination in INFRA_FAILURES and rew is not None:
             # The environment or the user simulator broke, not the agent: the outcome says nothing
             # about the agent, so it is not scored (None; ERPO leaves it out; pass^k counts a failure).

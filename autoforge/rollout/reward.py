@@ -56,11 +56,37 @@ def outcome_reward(match: bool | None) -> float | None:
     return 1.0 if match else 0.0
 
 
-def score(task: Task, final_state: dict[str, Any] | None, final_hash: str | None = None) -> tuple[float | None, dict[str, Any]]:
-    """The reward of an episode and its components (``Episode.reward`` and ``reward_info``)."""
+def final_message(messages: list[Any]) -> str:
+    """The agent's last words: the content of the last assistant message ("" when it said nothing)."""
+    for m in reversed(messages or []):
+        if getattr(m, "role", None) == "assistant" and getattr(m, "content", ""):
+            return m.content
+    return ""
+
+
+def score(task: Task, final_state: dict[str, Any] | None, final_hash: str | None = None,
+          message: str | None = None) -> tuple[float | None, dict[str, Any]]:
+    """The reward of an episode and its components (``Episode.reward`` and ``reward_info``).
+
+    An answer task (``task.kind == "answer"``) is solved when the state is left as it was (S* == S)
+    *and* the final ``message`` states the gold answer (component ``answer_match``,
+    :func:`autoforge.tasks.answers.answer_match`): R = 1 iff both hold."""
     if final_state is not None and final_hash is None:
         final_hash = state_hash(final_state)
     match = state_match(final_hash, task.gold_state_hash)
+    if task.kind == "answer":
+        from autoforge.tasks.answers import answer_match
+
+        said = answer_match(message, task.gold_answer) if task.gold_answer is not None else None
+        info_a = {"answer_match": said, "gold_answer": task.gold_answer.value if task.gold_answer else None}
+        both = None if match is None or said is None else (match and said)
+        rew, info = _state_score(task, final_state, final_hash, match)
+        return outcome_reward(both), {**info, **info_a}
+    return _state_score(task, final_state, final_hash, match)
+
+
+def _state_score(task: Task, final_state: dict[str, Any] | None, final_hash: str | None,
+                 match: bool | None) -> tuple[float | None, dict[str, Any]]:
     info: dict[str, Any] = {
         "state_match": match,
         "differing_collections": differing_collections(final_state, task.gold_state) if match is False else [],

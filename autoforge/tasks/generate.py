@@ -51,11 +51,17 @@ def dag_shape(dag: TaskDag) -> list:
     """The DAG without ids, fact names or op constants: which tools/ops, wired how."""
     pos = {n.node_id: i for i, n in enumerate(dag.nodes)}
     nodes = [[n.kind, n.tool or n.op, sorted((a, s.kind, pos.get(s.node or "", -1)) for a, s in n.args.items())] for n in dag.nodes]
-    return [nodes, sorted([pos[a], pos[b]] for a, b in dag.edges)]
+    shape = [nodes, sorted([pos[a], pos[b]] for a, b in dag.edges)]
+    if dag.answer is not None:  # what an answer task asks for is part of its blueprint (the count vs the content)
+        shape.append([pos.get(dag.answer.node, -1), dag.answer.path])
+    return shape
 
 
 def duplicate_key(task: Task, dag: TaskDag) -> str:
-    """Two tasks are duplicates when they share the DAG shape and the state change."""
+    """Two tasks are duplicates when they share the DAG shape and the state change (answer tasks,
+    which change nothing: the DAG shape, the facts and the answer)."""
+    if task.kind == "answer":
+        return content_hash([task.env_id, dag_shape(dag), task.user_facts, task.gold_answer.model_dump() if task.gold_answer else None])
     return content_hash([task.env_id, dag_shape(dag), state_change(task.initial_state, task.gold_state)])
 
 
@@ -100,6 +106,9 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     """One task from one DAG (raises DagExecutionError / PhrasingError with a reason category)."""
     world = make_world(env, rng)
     facts: dict[str, Any] = {}
+    if dag.answer is not None:
+        return _answer_task(env, tools, dag, runtime, rng, world, facts, test_fraction=test_fraction, batch_id=batch_id,
+                            run_id=run_id)
     run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts))
     change = state_change(world, run.final_state)
     if not change:
@@ -127,6 +136,40 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
         gold_state_hash=state_hash(run.final_state), gold_calls=run.calls, n_tool_calls=n_tools,
         dag_depth=dag_depth(dag), n_reasoning_nodes=len(dag.nodes) - n_tools, n_requirements=dag.n_requirements,
         status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id, run_id=run_id,
+    )
+
+
+def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, runtime: Any, rng: random.Random,
+                 world: dict, facts: dict[str, Any], *, test_fraction: float, batch_id: str | None,
+                 run_id: str | None) -> Task:
+    """An answer task (read-only DAG): S* == S, and the last read's output is the gold answer."""
+    from autoforge.tasks.answers import ComputeChooser, answer_given_away, answer_request, gold_answer
+
+    run = run_dag(runtime, dag, world, facts, chooser=ComputeChooser(tools, rng, FactChooser(env, tools, rng, facts)))
+    if state_change(world, run.final_state):
+        raise DagExecutionError("changes_state", "an answer task's reads changed the state")
+    why = check_args_in_domain(run.calls, tools, TODAY)
+    if why:
+        raise DagExecutionError("out_of_domain", why)
+    gold = gold_answer(dag, run)
+    request = answer_request(dag, tools, rng)
+    why = answer_given_away(request, gold, facts)
+    if why:
+        raise PhrasingError("answer_given", why)
+    forbidden = lookup_ids(dag, run.outputs, run.args, key_fields(env))
+    from autoforge.dialogue import mentions
+
+    leaked = [v for v in forbidden if mentions(request, v)]
+    if leaked:
+        raise PhrasingError("leaked_id", f"the request names {leaked}, which the agent must look up")
+    task_id = content_id("task", env.env_id, dag.dag_id, gold.model_dump(), canonical_json(facts), state_hash(world))
+    n_tools = sum(1 for n in dag.nodes if n.kind == "tool")
+    return Task(
+        task_id=task_id, env_id=env.env_id, dag_id=dag.dag_id, request=request, user_facts=dict(sorted(facts.items())),
+        initial_state=world, gold_state=run.final_state, gold_state_hash=state_hash(run.final_state), gold_calls=run.calls,
+        n_tool_calls=n_tools, dag_depth=dag_depth(dag), n_reasoning_nodes=len(dag.nodes) - n_tools,
+        n_requirements=dag.n_requirements, status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id,
+        run_id=run_id, kind="answer", gold_answer=gold,
     )
 
 

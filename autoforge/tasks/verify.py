@@ -6,7 +6,11 @@ filter; we add ours (docs/design.md#stage-5-verification-and-curation), each sto
 
 - ``replay_deterministic``: the gold DAG, replayed twice from S with the task's facts,
   gives the stored S* hash both times and the same calls (docs/conventions.md#verify-by-replay).
-- ``changes_state``: S* != S (a read-only task would be passed by doing nothing).
+- ``changes_state``: S* != S (a read-only task would be passed by doing nothing). An answer
+  task (``Task.kind == "answer"``) is the converse: S* == S, and the replay gives the stored
+  gold answer; its ``do_nothing_fails`` asks that an empty final message does not match, its
+  ``read_only_fails`` that no earlier output of the chain already states the answer (every
+  read is needed).
 - ``do_nothing_fails``: an agent that calls nothing ends in S, not S*.
 - ``read_only_fails``: an agent that makes only the gold *read* calls does not reach S*
   (this also catches a tool tagged "read" that writes; docs/conventions.md#tag-side-effects).
@@ -18,6 +22,8 @@ filter; we add ours (docs/design.md#stage-5-verification-and-curation), each sto
   overwritten later) (:mod:`autoforge.tasks.quality`).
 - ``args_in_domain``: every gold argument is in its documented domain (enum, vocabulary,
   pattern, format, range, ordered pair, past birth date, positive amount).
+- ``answer_not_given`` (answer tasks; state tasks pass it): the request does not already state
+  the gold answer, and a final message that states nothing does not match it.
 - ``near_duplicate``: the task's blueprint (tool sequence + argument sources) holds less than
   its cap of the environment's tasks (``quality.BLUEPRINT_SHARE``), counting tasks verified
   earlier; checked last, so only tasks that pass everything else count.
@@ -39,7 +45,7 @@ from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCo
                              state_hash)
 
 CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate",
-          "writes_observable", "args_in_domain", "near_duplicate")
+          "writes_observable", "args_in_domain", "answer_not_given", "near_duplicate")
 
 
 def _result(task: Task, check: str, reason: str | None, run_id: str | None) -> VerificationResult:
@@ -115,6 +121,8 @@ def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[st
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
                 seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
     """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them."""
+    if task.kind == "answer":
+        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id)
     out = []
     reason, run = check_replay(runtime, task, dag)
     out.append(_result(task, "replay_deterministic", reason, run_id))
@@ -137,6 +145,47 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
                                                                           tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
+    out.append(_result(task, "answer_not_given", None, run_id))
+    return out
+
+
+def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
+                       seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
+    """The checks of an answer task (same names as a state task's; see the module docstring)."""
+    from autoforge.tasks.answers import answer_given_away, answer_match, gold_answer
+
+    out = []
+    reason, run = check_replay(runtime, task, dag)
+    if reason is None and run is not None and task.gold_answer is not None:
+        try:
+            again = gold_answer(dag, run)
+        except DagExecutionError as exc:
+            again, reason = None, f"the replay gives no answer: {exc}"
+        if again is not None and canonical_json(again.value) != canonical_json(task.gold_answer.value):
+            reason = f"the replay answers {again.value!r}, the task stores {task.gold_answer.value!r}"
+    out.append(_result(task, "replay_deterministic", reason, run_id))
+    gold = task.gold_answer
+    changed = state_hash(task.initial_state) != task.gold_state_hash
+    out.append(_result(task, "changes_state", "an answer task must leave the state as it was" if changed else
+                       ("the task has no gold answer" if gold is None else None), run_id))
+    out.append(_result(task, "do_nothing_fails", "an empty final message matches the answer"
+                       if gold is not None and answer_match("", gold) else None, run_id))
+    # the last read is needed: no earlier output already states the answer (else the chain is padding)
+    early = [nid for nid in (run.outputs if run else {}) if dag.answer and nid != dag.answer.node
+             and gold is not None and answer_match(canonical_json(run.outputs[nid]), gold)]
+    out.append(_result(task, "read_only_fails", f"{early[0]}'s output already states the answer: the last read adds nothing"
+                       if early else None, run_id))
+    out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
+    key = duplicate_key(task, dag)
+    holder = seen.get(key)
+    dup = None if holder in (None, task.task_id) else f"same DAG shape, facts and answer as {holder}"
+    if holder is None:
+        seen[key] = task.task_id
+    out.append(_result(task, "not_duplicate", dup, run_id))
+    out.append(_result(task, "writes_observable", None, run_id))
+    out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
+    out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
+                       run_id))
     return out
 
 
