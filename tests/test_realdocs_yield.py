@@ -122,3 +122,75 @@ def test_a_write_gets_the_key_of_its_record_even_when_documented_optional(tmp_pa
     echoes = [c for t in verified for c in t.gold_calls if c.name == "echo"]
     assert echoes and all(c.arguments.get("file_name") for c in echoes)
     assert len(used) >= 0.7 * len(writes), (sorted(used), sorted(writes))
+
+
+# --------------------------------------------------------------------------- chat (BFCL style)
+
+
+def test_a_role_id_whose_description_names_an_entity_points_at_it():
+    """``addressee_id``: "User ID of the user to send the message to" is a user, not an 'addressee' collection."""
+    result = _synth("yield_chat.json")
+    colls = {c.name: c for c in result.environment.state_schema.collections}
+    assert "addressees" not in colls
+    ref = next(f.ref for f in colls["messages"].fields if f.name == "addressee_id")
+    assert ref == "users"
+
+
+def test_a_delete_that_names_what_the_record_points_at_deletes_the_latest_such_record():
+    """delete_message(addressee_id): "Delete the latest message sent to a recipient" removes that message, not the user."""
+    result = _synth("yield_chat.json")
+    tools = {t.name: t for t in result.accepted}
+    assert tools["delete_message"].collection == "messages"
+    state = copy.deepcopy(result.environment.sample_state)
+    uid = sorted(state["users"])[0]
+    with Environment(result.accepted) as env:
+        env.reset(state)
+        assert env.call("post_message", {"addressee_id": uid, "message": "first"}).ok
+        assert env.call("post_message", {"addressee_id": uid, "message": "second"}).ok
+        n = len(env.get_state()["messages"])
+        assert env.call("delete_message", {"addressee_id": uid}).ok
+        after = env.get_state()
+        assert uid in after["users"] and len(after["messages"]) == n - 1
+        texts = [m["message"] for m in after["messages"].values() if m.get("addressee_id") == uid]
+        assert "first" in texts and "second" not in texts
+
+
+def test_a_write_with_nothing_to_set_sets_the_flag_its_verb_names():
+    """chat_login(user_id) sets the user's login_status (it changed nothing before)."""
+    result = _synth("yield_chat.json")
+    state = copy.deepcopy(result.environment.sample_state)
+    uid = sorted(state["users"])[0]
+    state["users"][uid]["login_status"] = False
+    with Environment(result.accepted) as env:
+        env.reset(state)
+        assert env.call("chat_login", {"user_id": uid}).ok
+        assert env.get_state()["users"][uid]["login_status"] is True
+        assert env.call("chat_login", {"user_id": uid}).kind == "tool_error"
+
+
+def test_the_chat_yields_tasks_on_every_write_and_picks_users_by_name(tmp_path):
+    """A list with nothing to rank or class its items by is narrowed by a name (find by user_name)."""
+    from autoforge.types import TaskDag
+    from autoforge.warehouse import read_records
+
+    wh, verified, writes, used = _factory(tmp_path, FIXTURES / "yield_chat.json")
+    assert used == writes and len(verified) >= 10
+    ops = {(n.op, n.params.get("field")) for d in read_records(wh, TaskDag) for n in d.nodes if n.kind == "reasoning"}
+    assert ("find", "user_name") in ops
+
+
+# --------------------------------------------------------------------------- the public tool sets
+
+
+SETS = ["bfcl_message_api", "bfcl_ticket_api", "mcp_github_issues", "bfcl_gorilla_file_system"]
+
+
+@pytest.mark.skipif(not REALDOCS.is_dir() or os.environ.get("AUTOFORGE_SKIP_REALDOCS") == "1",
+                    reason="no /work/shared/realdocs here")
+@pytest.mark.parametrize("name", SETS)
+def test_public_tool_sets_yield_tasks_on_most_of_their_writes(tmp_path, name):
+    if not (REALDOCS / name).is_dir():
+        pytest.skip(f"{name} is not in {REALDOCS}")
+    _, verified, writes, used = _factory(tmp_path, REALDOCS / name, tasks=110)
+    assert len(verified) >= 50, len(verified)
+    assert len(used) >= 0.7 * len(writes), (sorted(used), sorted(writes))

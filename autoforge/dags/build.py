@@ -71,6 +71,18 @@ class DagKnobs:
     optional_for_update: bool = True  # an update with only optional data parameters gets one of them
 
 
+HANDLE_FIELDS = {"name", "title", "subject", "label", "username", "user_name", "display_name", "full_name", "email",
+                 "file_name", "filename", "headline"}
+
+
+def is_handle(name: str, types: set[str] | None = None) -> bool:
+    """A text field that names its record for a person (a user's name, an article's title)."""
+    if types is not None and "string" not in types:
+        return False
+    n = name.lower()
+    return n in HANDLE_FIELDS or n.endswith(("_name", "_title")) and not n.endswith("_id")
+
+
 def is_date_like(name: str, types: set[str] | None = None) -> bool:
     if types and not types & {"string", "unknown"}:
         return False
@@ -212,6 +224,13 @@ class _Builder:
         elif ordered:
             op = self.rng.choice(["argmax", "argmin"])
             rid = self.add_reasoning(op, {"items": src}, {"field": self.rng.choice(ordered)}, req, fields, coll)
+        elif handles := sorted(f for f, t in fields.items() if (is_handle(f, t) or f == entity and "string" in t)
+                               and not is_key_param(f, self.keys)):  # or named as its record: a message's message
+            # nothing to rank or class the items by, but a name each has: "the user whose user name is
+            # Ava Chen" (the instantiation picks a value only one item has)
+            hf = self.rng.choice(handles)
+            rid = self.add_reasoning("find", {"items": src, "value": self.select_value_fact(entity, hf)}, {"field": hf}, req,
+                                     fields, coll)
         else:
             raise DagError("unresolvable_list", f"{prod.tool}.{list_path} has no field to choose an item by")
         return ArgSource(kind="node", node=rid, path=rest)

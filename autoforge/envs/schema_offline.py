@@ -170,12 +170,16 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     # the record's own key: `order_id` (not a role id such as manager_id -> employee)
     pk_given = any(e == entity and nm.snake(p) == f"{e}_id" for p, e in id_ents.items()) or "id" in params
     field_hint = None
+    # delete_message(receiver_id), "Delete the latest message sent to a receiver": a record of the
+    # entity the name says, chosen by the record it points at (not the receiver)
+    by_parent = (verb in nm.DELETE_VERBS and spec.effect != "read" and entity in known and not pk_given
+                 and bool(id_ents) and entity not in id_ents.values())
     # Evidence from the output: the record a tool returns is keyed by its first `<x>_id` field.
     out_keys = output_keys(spec.output_schema, aliases)
     single = [e for p, e in id_ents.items() if not nm.snake(p).endswith("_ids")]
     creates = verb in nm.CREATE_VERBS or verb in nm.VERB_NOUNS or verb in {"checkout", "checkin", "hire", "add"}
     by_output = False
-    if out_keys and out_keys[0] != entity and not segs.get("to") and not segs.get("from"):
+    if out_keys and out_keys[0] != entity and not segs.get("to") and not segs.get("from") and not by_parent:
         first = out_keys[0]
         if spec.effect != "read" and creates and first not in single and verb not in nm.READ_VERBS:
             entity, pk_given = first, False  # checkout_book(member_id, book_id) -> {loan_id, ...}: creates a loan
@@ -185,7 +189,8 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     elif out_keys and out_keys[0] == entity and pk_given and spec.effect != "read":
         by_output = True  # rate_order(order_id) returns the order: it changes the order
     changes_one = verb in nm.STATUS_VERBS or verb in nm.UPDATE_VERBS or verb in nm.DELETE_VERBS or verb in {"refund", "pay"}
-    if not pk_given and changes_one and spec.effect != "read" and id_ents and not segs.get("to") and not creates:
+    if not pk_given and changes_one and spec.effect != "read" and id_ents and not segs.get("to") and not creates \
+            and not by_parent:
         # check_in_patient(appointment_id): the record that changes is the one whose id is given;
         # prefer the id the output schema is keyed by
         out_props = props(unwrap(spec.output_schema))
@@ -220,7 +225,7 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
         plan.kind, plan.other = "unlink", other
     elif spec.effect != "read" and (verb in nm.LINK_VERBS or (verb in nm.CREATE_VERBS | {"append"} and "to" in segs and other)):
         plan.kind, plan.other = "link", other
-    elif spec.effect != "read" and verb in nm.DELETE_VERBS and pk_given:
+    elif spec.effect != "read" and verb in nm.DELETE_VERBS and (pk_given or by_parent):
         plan.kind = "delete"
     elif spec.effect != "read" and status_targets and pk_given and verb not in nm.UPDATE_VERBS:
         plan.kind, plan.target_status = "status", list(status_targets)
@@ -473,7 +478,7 @@ class _Builder:
                     box["integer"] += types.get("number", 0)
         return {e for e, v in votes.items() if e in self.colls and e not in self.id_info and v["integer"] > v["string"]}
 
-    def harvest(self, schema: dict | None, hint: str | None, depth: int = 0) -> None:
+    def harvest(self, schema: dict | None, hint: str | None, depth: int = 0, follow: bool = True) -> None:
         """Record the fields an output schema shows for entity ``hint`` (and nested entities)."""
         s = unwrap(schema)
         if depth > 4 or not s:
@@ -494,7 +499,7 @@ class _Builder:
             return
         entity = hint if hint else None
         first_key = next((id_param_entity(k, self.aliases) for k in properties if nm.snake(k).endswith("_id")), None)
-        if entity and f"{entity}_id" not in properties and "id" not in properties and first_key in self.colls:
+        if follow and entity and f"{entity}_id" not in properties and "id" not in properties and first_key in self.colls:
             entity = first_key  # a record of another entity (assign_user_to_project returns the project)
         if entity is None:
             ids = [id_param_entity(k, self.aliases) for k in properties if k.endswith("_id")]
@@ -608,6 +613,44 @@ def id_aliases(specs: list[ToolSpec]) -> tuple[dict[str, str], dict[str, tuple[s
     ``manager_id`` and ``employee_id`` both documented as ``^E\\d{4}$`` -> manager is an
     employee. Of the entities sharing a prefix, the one most tools are about keeps it.
     Returns (aliases, {entity: (prefix, width)})."""
+    said = described_aliases(specs)
+    if said:
+        aliases, info = _pattern_aliases(specs)
+        return {**said, **aliases}, {e: pat for e, pat in info.items() if e not in said}
+    return _pattern_aliases(specs)
+
+
+# "The ID of the sub-issue to be prioritized after" / "User ID of the user to send the message to."
+_DESCRIBED_ID = [re.compile(r"^\W*(?:the |a |an )?(?:numeric |unique )?(?:id|identifier) of (?:the |a |an )?([a-z][a-z-]*)", re.I),
+                 re.compile(r"^\W*(?:the |a |an )?([a-z][a-z-]*) id of (?:the|a|an) ", re.I)]
+
+
+def described_aliases(specs: list[ToolSpec]) -> dict[str, str]:
+    """Role ids whose description names the entity they are: ``receiver_id`` ("User ID of the user to
+    send the message to") is a user's id, ``after_id`` ("The ID of the sub-issue to be prioritized
+    after") a sub-issue's. Only for a role no tool name mentions, naming an entity a tool name does."""
+    known = known_entities(specs)
+    named_by_tools = {nm.singular(w) for spec in specs for w in nm.words(spec.name)}
+    named_by_tools |= {e for e in known if all(w in named_by_tools for w in e.split("_"))}
+    found: dict[str, Counter] = {}  # role -> entities its descriptions name
+    for spec in specs:
+        for p, ps in props(spec.parameters).items():
+            e = id_param_entity(p)
+            s = unwrap(ps) if isinstance(ps, dict) else {}
+            desc = s.get("description") if isinstance(s.get("description"), str) else ""
+            if not e or not desc or e in named_by_tools:
+                continue
+            for rx in _DESCRIBED_ID:
+                m = rx.search(desc)
+                if m:
+                    named = nm.singular(nm.snake(m.group(1).replace("-", "_")))
+                    if named != e and named in known and named in named_by_tools:
+                        found.setdefault(e, Counter())[named] += 1
+                    break
+    return {e: c.most_common(1)[0][0] for e, c in found.items() if c}
+
+
+def _pattern_aliases(specs: list[ToolSpec]) -> tuple[dict[str, str], dict[str, tuple[str, int]]]:
     info: dict[str, tuple[str, int]] = {}
     for examples in (False, True):  # documented patterns first, then ids shown by example ("such as 'INV-00042'")
         for k, v in _walk_ids(specs):
@@ -678,7 +721,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     # 2. fields from output schemas (the most complete picture of a record)
     for spec in specs:
         plan = plans[spec.name]
-        b.harvest(spec.output_schema, plan.entity)
+        # a delete reports what it removed (delete_message -> {receiver_id, ...}): the message's fields,
+        # not a record of the receiver
+        b.harvest(spec.output_schema, plan.entity, follow=plan.kind != "delete")
     # 3. fields from parameters
     for spec in specs:
         plan = plans[spec.name]

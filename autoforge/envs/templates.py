@@ -600,6 +600,46 @@ def t_create(x: Ctx) -> tuple[str, dict]:
     return c.text(), record_schema(coll)
 
 
+OFF_WORDS = {"logout": "login", "log_out": "login", "signout": "signin", "logoff": "logon"}
+
+
+def verb_flag(x: Ctx) -> tuple[list[str], bool] | None:
+    """The boolean field a data-less write's verb names, and the value it sets: ``message_login`` ->
+    ``login_status`` = True, ``follow_user`` -> ``profile.following`` = True, ``unfavorite`` ->
+    ``favorited`` = False (one level of nesting is looked into)."""
+    for w in nm.words(x.spec.name):
+        on = True
+        if w in OFF_WORDS:
+            w, on = OFF_WORDS[w], False
+        elif w.startswith("un") and len(w) > 5:
+            w, on = w[2:], False
+        stems = [w, w[:-1]] if w.endswith("e") else [w, w + w[-1]]
+        names = {w + "_status", "is_" + w + "ed", w + "_enabled", "logged_in" if w == "login" else ""} | {
+            st + suf for st in stems for suf in ("ed", "d", "ing")}
+        names.discard("")
+        for f in x.coll.fields:
+            if f.type == "boolean" and f.name in names:
+                return [f.name], on
+        for f in x.coll.fields:
+            if f.type == "object" and isinstance(f.properties, dict):
+                for k, v in f.properties.items():
+                    if nm.snake(k) in names and isinstance(v, dict) and v.get("type") == "boolean":
+                        return [f.name, k], on
+    return None
+
+
+def _emit_flag(x: Ctx, c: Code, path: list[str], on: bool) -> None:
+    holder = "record" if len(path) == 1 else "target"
+    if len(path) == 2:
+        c(f"target = record.get({path[0]!r})")
+        c("if not isinstance(target, dict):")
+        c(f"    target = record[{path[0]!r}] = {{}}")
+    c(f"if {holder}.get({path[-1]!r}) is {on}:")
+    c(f"    return {{'error': {x.coll.entity.replace('_', ' ') + ' '!r} + str(record.get({x.coll.primary_key!r})) + "
+      f"' already has {path[-1].replace('_', ' ')} = {str(on).lower()}'}}")
+    c(f"{holder}[{path[-1]!r}] = {on}")
+
+
 def t_update(x: Ctx) -> tuple[str, dict]:
     pk = x.pk_param()
     if pk is None:
@@ -628,6 +668,8 @@ def t_update(x: Ctx) -> tuple[str, dict]:
             c(f"    changed.append({f!r})")
         c("if not changed:")
         c(f"    return {{'error': 'nothing to update: give at least one of {', '.join(p for p, _ in sets)}'}}")
+    elif (flag := verb_flag(x)) is not None:  # a write with nothing to set changes what its verb names
+        _emit_flag(x, c, *flag)
     x.emit_rule_effects(c, status_done="status" not in x.fields)
     if "updated_at" in x.fields:
         c("record['updated_at'] = NOW")
@@ -717,10 +759,45 @@ def _emit_refund_credit(x: Ctx, c: Code) -> None:
                 return
 
 
+def _by_parent(x: Ctx) -> tuple[str, str] | None:
+    """(parameter, field) of a delete that names no record of its own but one it points at:
+    delete_message(receiver_id) -> the message whose ``receiver_id`` is the given user."""
+    for p, rcoll in x.ref_params(skip=set()):
+        f = x.field_for(p) or next((fs.name for fs in x.coll.fields if fs.ref == rcoll.name and fs.type != "array"), None)
+        if f and f in x.fields and x.fields[f].ref == rcoll.name:
+            return p, f
+    return None
+
+
+def t_delete_by_parent(x: Ctx, p: str, f: str) -> tuple[str, dict]:
+    """Delete the latest record of the main collection that points at the given one (the last
+    by ``created_at``/``sent_at`` where the records have one, else by id)."""
+    c = Code()
+    for line in x.signature(x.spec.description):
+        c(line)
+    c.indent()
+    x.emit_ref_checks(c, skip=set())
+    when = next((fs.name for fs in x.coll.fields if fs.name in ("created_at", "sent_at", "timestamp", "posted_at", "date")), None)
+    num = "int(k)" if is_integer_ids(x.coll) else "k"
+    order = f"key=lambda k: (str({x.db}[{x.coll.name!r}][k].get({when!r}) or ''), {num})" if when else (
+        "key=lambda k: int(k)" if is_integer_ids(x.coll) else "")
+    c(f"found = [k for k in sorted({x.db}.get({x.coll.name!r}, {{}}){', ' + order if order else ''}) "
+      f"if {x.db}[{x.coll.name!r}][k].get({f!r}) == {x.v(p)}]")
+    c("if not found:")
+    c(f"    return {{'error': 'no {x.coll.entity.replace('_', ' ')} with {f.replace('_', ' ')} ' + str({x.v(p)})}}")
+    c(f"record = {x.db}[{x.coll.name!r}].pop(found[-1])")
+    pk = x.coll.primary_key
+    c(f"return {{{pk!r}: record.get({pk!r}), {nm.snake(p)!r}: {x.v(p)}, 'deleted': True}}")
+    out = {"type": "object", "properties": {pk: x.id_schema(x.coll), nm.snake(p): {"type": x.fields[f].type},
+                                            "deleted": {"type": "boolean"}}, "required": [pk, "deleted"]}
+    return c.text(), out
+
+
 def t_delete(x: Ctx) -> tuple[str, dict]:
     pk = x.pk_param()
     if pk is None:
-        return t_generic(x)
+        parent = _by_parent(x)
+        return t_delete_by_parent(x, *parent) if parent else t_generic(x)
     c = Code()
     for line in x.signature(x.spec.description):
         c(line)

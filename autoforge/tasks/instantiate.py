@@ -523,10 +523,13 @@ class FactChooser:
             fresh = [v for v in others if v not in taken]
             return self.rng.choice(fresh or others or enum)
         filler = WorldFiller(self.env, self.rng, state)
+        # a create's name is new: add_contact(user_name) refuses a name another record has
+        held = {repr(r.get(arg)) for r in (state.get(coll.name) or {}).values() if isinstance(r, dict)} \
+            if coll is not None and tool.kind == "create" and field is not None and field.type == "string" else set()
         v = None
         for i in range(12):
             v = filler.fill(arg, template, schema, coll)
             v = order_pairs({**args, arg: v})[arg]  # an end after the start already chosen
-            if v != current and (v not in taken or i >= 8):
+            if v != current and (v not in taken or i >= 8) and (repr(v) not in held or i >= 10):
                 return v
         return v
