@@ -4,7 +4,9 @@ The offline simulated user, the scripted oracle agent and the rule-based user-er
 all read and write the same small conventions, kept here so they cannot drift apart:
 
 - A hidden fact ``customer_email`` is *named* in text as ``customer email`` (underscores to
-  spaces, case-insensitive); a message *asks* for it when it names it and reads as a request.
+  spaces, camelCase split: ``fuelAmount`` is ``fuel amount``, case-insensitive, the raw key too);
+  a numbered fact ``order_type_2`` is also named ``second order type`` (:func:`fact_label`, how
+  requests name it). A message *asks* for a fact when it names it and reads as a request.
 - The offline user reveals facts one per line as ``- customer email: alice@example.com``.
   A string value is written bare unless it would read back as another JSON value or spans
   lines (then it is JSON-quoted), so :func:`parse_value` gives back exactly the fact value.
@@ -48,13 +50,33 @@ _PLEASANTRY = re.compile(
 
 
 def fact_words(key: str) -> str:
-    """``customer_email`` -> ``customer email`` (how a fact is named in text)."""
-    return re.sub(r"\s+", " ", key.replace("_", " ").replace("-", " ")).strip().lower()
+    """``customer_email`` -> ``customer email``, ``fuelAmount`` -> ``fuel amount``, ``address1`` ->
+    ``address 1`` (how a fact is named in text)."""
+    s = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", key)  # camelCase
+    s = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", s)  # HTTPCode -> HTTP Code
+    s = re.sub(r"(?<=[A-Za-z])(\d+)(?![A-Za-z])", r" \1", s)  # address1 -> address 1
+    return re.sub(r"\s+", " ", s.replace("_", " ").replace("-", " ")).strip().lower()
+
+
+_ORDINALS = {2: "second", 3: "third", 4: "fourth", 5: "fifth", 6: "sixth", 7: "seventh", 8: "eighth", 9: "ninth",
+             10: "tenth"}
+
+
+def fact_label(key: str) -> str:
+    """How a request names fact ``key``: its words, a trailing number as an ordinal
+    (``order_type_2`` -> ``second order type``); :func:`names_fact` recognises both."""
+    words = fact_words(key).split(" ")
+    if len(words) > 1 and words[-1].isdigit() and int(words[-1]) in _ORDINALS and "_" in key:
+        return " ".join([_ORDINALS[int(words[-1])], *words[:-1]])
+    return " ".join(words)
 
 
 def _mention_re(key: str) -> re.Pattern:
-    words = fact_words(key)
-    alt = [re.escape(words).replace(r"\ ", r"[\s_-]+")]
+    sep = r"[\s_-]*"  # fuel amount, fuel_amount, fuelAmount, fuelamount
+    alt = [sep.join(re.escape(w) for w in fact_words(key).split(" "))]
+    label = fact_label(key)
+    if label != fact_words(key):
+        alt.append(sep.join(re.escape(w) for w in label.split(" ")))
     return re.compile(r"(?<![a-z0-9])(?:" + "|".join(alt) + r")(?![a-z0-9])", re.IGNORECASE)
 
 
