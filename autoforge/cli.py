@@ -461,7 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "lookup, read, entry or any")
     g.add_argument("--min-len", type=int, default=None, help="shortest walk in tool calls (default 2)")
     g.add_argument("--max-len", type=int, default=None, help="longest walk in tool calls (default 5)")
-    g.add_argument("--walks", type=int, default=None, help="walks per environment (default max(40, tasks-per-env // 3))")
+    g.add_argument("--walks", type=int, default=None, help="walks per environment (default max(40, 2 * tasks-per-env // 3))")
     g.add_argument("--attempts-per-task", type=int, default=None, help="instantiation attempts per wanted task (default 4)")
 
     s = sub.add_parser("eval", parents=[common], help="roll out an agent with a simulated user on curated tasks: pass^k",

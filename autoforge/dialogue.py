@@ -40,6 +40,7 @@ _CONFIRM_CUES = re.compile(
 _DONE_CUES = re.compile(
     r"\b(done|completed?|finished|all set|has been|have been|successfully|i(?:'ve| have) (?:now )?\w+ed|"
     r"is now|are now|was (?:updated|created|cancel+ed|deleted|changed|added|removed)|"
+    r"the (?:answer|result|total|value) (?:is|comes to)|here (?:is|are) the|"  # an answer reported
     r"(?:unable|not able) to|cannot|can't|could not|couldn't)\b",
     re.IGNORECASE,
 )

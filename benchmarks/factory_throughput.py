@@ -39,8 +39,8 @@ def main() -> None:
     write_records(wh, [*ing.records(), *[r for res in results for r in res.records()]])
     times["ingest+synthesize"] = time.perf_counter() - t
     counts = {}
-    for stage, fn in [("sample", lambda: run_sample(wh, args.seed, walks=max(40, args.tasks_per_env // 3),
-                                                     merges=max(40, args.tasks_per_env // 3))),
+    for stage, fn in [("sample", lambda: run_sample(wh, args.seed, walks=max(40, 2 * args.tasks_per_env // 3),
+                                                     merges=max(40, 2 * args.tasks_per_env // 3))),
                       ("generate", lambda: run_generate(wh, args.seed, tasks_per_env=args.tasks_per_env)),
                       ("verify", lambda: run_verify(wh))]:
         t = time.perf_counter()

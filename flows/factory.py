@@ -48,7 +48,7 @@ def factory_flow(
     max_envs: cap on environments processed (a per-stage limit for quick runs).
     start: where walks start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
     min_len / max_len: walk length range, in tool calls.
-    walks: walks (and merges) per environment; None = max(40, tasks_per_env // 3).
+    walks: walks (and merges) per environment; None = max(40, 2 * tasks_per_env // 3).
     attempts_per_task: instantiation attempts per wanted task.
     warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     """

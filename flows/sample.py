@@ -46,7 +46,7 @@ def sample_flow(
 
     env: only this environment (by name); None = all usable ones.
     seed: random seed of the walks, merges and reasoning choices (same seed -> same rows).
-    tasks_per_env: the task target downstream; walks and merges default to max(40, tasks_per_env // 3) each.
+    tasks_per_env: the task target downstream; walks and merges default to max(40, 2 * tasks_per_env // 3) each.
     backend: "offline" (name/type binding) or "openai" (the LLM judges candidate edges).
     min_len / max_len: walk lengths, in tool calls (paper Sec. 3.2).
     start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.

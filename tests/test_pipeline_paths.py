@@ -46,4 +46,4 @@ def test_flow_and_library_store_the_same_rows(prefect_harness, tmp_path, tasks_p
     for table in ROWS:
         assert a[table] == b[table], f"{table} differs between the library path and the flow path"
     walks = [r for r in a["runs"] if r[1] == "sample"][0][4]
-    assert f'"walks": {max(40, tasks_per_env // 3)}' in walks.replace("'", '"')
+    assert f'"walks": {max(40, 2 * tasks_per_env // 3)}' in walks.replace("'", '"')

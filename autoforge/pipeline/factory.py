@@ -38,7 +38,7 @@ class FactoryParams(StageParams):
     start: str = Field("auto", description="walk start rule: auto | lookup | read | entry | any (see SampleParams)")
     min_len: int = Field(2, description="shortest walk, in tool calls")
     max_len: int = Field(5, description="longest walk, in tool calls")
-    walks: int | None = Field(None, description="walks (and merges) per environment; None: max(40, tasks_per_env // 3)")
+    walks: int | None = Field(None, description="walks (and merges) per environment; None: max(40, 2 * tasks_per_env // 3)")
     attempts_per_task: int = Field(4, description="instantiation attempts per wanted task")
     warehouse: str | None = Field(None, description="DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
 
@@ -77,7 +77,7 @@ class FactoryParams(StageParams):
         if not 1 <= self.min_len <= self.max_len:
             raise ConfigError(f"walk lengths must satisfy 1 <= min_len <= max_len, got {self.min_len} and {self.max_len}")
         if self.walks is not None and self.walks <= 0:
-            raise ConfigError(f"walks must be positive or empty (max(40, tasks_per_env // 3)), got {self.walks}")
+            raise ConfigError(f"walks must be positive or empty (max(40, 2 * tasks_per_env // 3)), got {self.walks}")
         if self.attempts_per_task <= 0:
             raise ConfigError(f"attempts_per_task must be positive, got {self.attempts_per_task}")
         if not self.paths and not self.bundled:

@@ -23,9 +23,11 @@ MIN_WALKS = 40  # walks (and merges) per environment at least; more for bigger b
 
 
 def walks_for(tasks_per_env: int) -> int:
-    """Walks per environment for a task target: about three tasks per sequence (each sequence gives
-    up to ``dag_variants`` DAGs, each DAG several instantiations), never fewer than MIN_WALKS."""
-    return max(MIN_WALKS, tasks_per_env // 3)
+    """Walks per environment for a task target: about one and a half tasks per walk (each walk gives
+    up to ``dag_variants`` DAGs and a merged partner; a tool sequence holds at most
+    ``tasks.quality.SEQUENCE_SHARE`` of the tasks, so the target needs many distinct sequences),
+    never fewer than MIN_WALKS."""
+    return max(MIN_WALKS, 2 * tasks_per_env // 3)
 
 
 class SampleParams(EnvSelection):

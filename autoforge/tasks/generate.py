@@ -25,7 +25,7 @@ from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.execute import DagExecutionError, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
-from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable
+from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable, sequence_cap
 from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              content_hash, content_id, state_hash)
 
@@ -213,6 +213,9 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     shape = {d.dag_id: blueprint_key(env.env_id, d) for d in dags}
     held: dict[str, int] = {}  # blueprint -> tasks made of it
     cap = blueprint_cap(n_tasks)
+    tools_of = {d.dag_id: tuple(n.tool for n in d.nodes if n.kind == "tool") for d in dags}
+    per_seq: dict[tuple, int] = {}  # gold tool sequence -> tasks made of it
+    seq_cap = sequence_cap(n_tasks)
     budget = max_attempts or n_tasks * 3
     done = attempt = 0
     with open_env(mine, env_factory) as runtime:
@@ -245,6 +248,11 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
                 if held[shape[dag.dag_id]] >= cap:  # the blueprint is full: its DAGs stop taking turns
                     for d in dags:
                         if shape[d.dag_id] == shape[dag.dag_id]:
+                            streak[d.dag_id] = MAX_FAIL_STREAK
+                per_seq[tools_of[dag.dag_id]] = per_seq.get(tools_of[dag.dag_id], 0) + 1
+                if per_seq[tools_of[dag.dag_id]] >= seq_cap:  # so is the tool sequence: variety over sequences
+                    for d in dags:
+                        if tools_of[d.dag_id] == tools_of[dag.dag_id]:
                             streak[d.dag_id] = MAX_FAIL_STREAK
                 done += 1
                 if task.task_id not in skip_ids:

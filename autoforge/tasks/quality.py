@@ -44,6 +44,15 @@ def blueprint_cap(n_tasks: int, share: float = BLUEPRINT_SHARE) -> int:
     return max(BLUEPRINT_MIN, math.ceil(share * n_tasks))
 
 
+SEQUENCE_SHARE = 0.025  # a tool sequence holds at most this share of an environment's tasks (DEFAULT: >= 30% distinct at 110+)
+
+
+def sequence_cap(n_tasks: int, share: float = SEQUENCE_SHARE) -> int:
+    """Tasks one gold tool sequence may hold in one environment: blueprints that differ only in
+    where an argument comes from still read as the same task to a learner."""
+    return max(BLUEPRINT_MIN + 1, math.ceil(share * n_tasks))
+
+
 def _cells(before: dict, after: dict) -> dict[tuple, Any]:
     """(collection, record key, field) -> new value for everything that differs; a removed record
     is (collection, key, None) -> None, an added one sets each of its fields."""
