@@ -194,3 +194,14 @@ def test_public_tool_sets_yield_tasks_on_most_of_their_writes(tmp_path, name):
     _, verified, writes, used = _factory(tmp_path, REALDOCS / name, tasks=110)
     assert len(verified) >= 50, len(verified)
     assert len(used) >= 0.7 * len(writes), (sorted(used), sorted(writes))
+
+
+def test_fact_names_that_read_alike_are_kept_apart():
+    """A second ``file_name`` fact is not ``file_name_2`` when a parameter ``file_name2`` is a fact too:
+    both read "file name 2" to the user, who cannot tell which is asked for."""
+    from autoforge.dags.build import _Builder
+
+    b = object.__new__(_Builder)
+    b.facts, b.shared = set(), set()
+    names = [b.fact("file_name2").fact, b.fact("file_name").fact, b.fact("file_name").fact]
+    assert len({n.replace("_", "") for n in names}) == 3, names

@@ -157,9 +157,12 @@ class _Builder:
         if shared and base in self.shared:
             return ArgSource(kind="user", fact=base)
         names = [base] + ([f"{entity}_{base}"] if entity and not base.startswith(entity + "_") else [])
-        name = next((n for n in names if n not in self.facts), None)
+        # ``file_name_2`` and a parameter ``file_name2`` read alike ("file name 2"): one name each
+        squashed = {f.replace("_", "") for f in self.facts}
+        taken = lambda n: n in self.facts or n.replace("_", "") in squashed  # noqa: E731
+        name = next((n for n in names if not taken(n)), None)
         i = 2
-        while name is None or name in self.facts:
+        while name is None or taken(name):
             name, i = f"{base}_{i}", i + 1
         self.facts.add(name)
         if shared and name == base:
