@@ -118,6 +118,13 @@ def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[st
     return None
 
 
+def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: str) -> str | None:
+    """None unless another task already holds this task's duplicate key (``seen`` records the first)."""
+    key = duplicate_key(task, dag)
+    holder = seen.setdefault(key, task.task_id)
+    return None if holder == task.task_id else f"same {what} as {holder}"
+
+
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
                 seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
     """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them."""
@@ -136,12 +143,7 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     ro = state_hash(run_calls(runtime, task.initial_state, reads))
     out.append(_result(task, "read_only_fails", f"the {len(reads)} read calls alone reach S*" if ro == task.gold_state_hash else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
-    key = duplicate_key(task, dag)
-    holder = seen.get(key)
-    dup = None if holder in (None, task.task_id) else f"same DAG shape and state change as {holder}"
-    if holder is None:
-        seen[key] = task.task_id
-    out.append(_result(task, "not_duplicate", dup, run_id))
+    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape and state change"), run_id))
     out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
                                                                           tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
@@ -176,12 +178,7 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
     out.append(_result(task, "read_only_fails", f"{early[0]}'s output already states the answer: the last read adds nothing"
                        if early else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
-    key = duplicate_key(task, dag)
-    holder = seen.get(key)
-    dup = None if holder in (None, task.task_id) else f"same DAG shape, facts and answer as {holder}"
-    if holder is None:
-        seen[key] = task.task_id
-    out.append(_result(task, "not_duplicate", dup, run_id))
+    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer"), run_id))
     out.append(_result(task, "writes_observable", None, run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
