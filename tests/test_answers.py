@@ -3,8 +3,6 @@ normalized match of a final message, and the reward of both task kinds."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from autoforge.dags.answers import answer_candidates
@@ -128,5 +126,3 @@ def test_sequence_cap_spreads_tasks_over_tool_sequences():
     from autoforge.tasks.quality import sequence_cap
 
     assert sequence_cap(110) == 3 and sequence_cap(10) == 3 and sequence_cap(400) == 10
-    rng = random.Random(0)
-    assert rng  # deterministic helpers above take their own rng

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from autoforge.dags.build import DagKnobs, build_dags
 from autoforge.dags.graph import build_graph
 from autoforge.dags.sequences import StartRule, sample_sequences
+from autoforge.envs.compute import operand_order
 from autoforge.llm.record import drain_calls
 from autoforge.types import (Binding, EnvironmentRecord, GraphEdge, LLMCall, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)
@@ -90,8 +91,6 @@ ANSWER_MAX_LEN = 3  # an answer task chains at most this many reads (DEFAULT: lo
 def value_edges(tools: list[ToolCode]) -> list[GraphEdge]:
     """Data edges between computation tools (``ToolCode.kind == "compute"``): the one numeric
     output of ``a`` feeds the first numeric operand of ``b`` (mean -> round_number.number)."""
-    from autoforge.envs.compute import operand_order
-
     comp = sorted((t for t in tools if t.kind == "compute" and t.status == "accepted"), key=lambda t: t.name)
     out = []
     for a in comp:

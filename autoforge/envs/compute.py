@@ -121,10 +121,15 @@ def operand_order(parameters: dict | None) -> list[str]:
     return _order(nums)
 
 
+def own_description(text: str) -> str:
+    """A tool's own description, without the API blurb some catalogues put before every tool
+    ("This tool belongs to the Math API ... Tool description: Add two numbers.")."""
+    return text.split("Tool description:", 1)[-1].strip()
+
+
 def _op_for(spec: ToolSpec, shape_ok) -> Op | None:
     name_words = set(nm.words(spec.name))
-    desc = spec.description or ""
-    desc = desc.split("Tool description:", 1)[-1]  # some catalogues prefix every tool with the API's blurb
+    desc = own_description(spec.description or "")
     desc_words = set(nm.words(desc.replace(".", " ").replace(",", " ")))
     for words in (name_words, desc_words):
         for op in OPS:

@@ -137,19 +137,14 @@ class OracleAgent:
             return AgentTurn(tool_calls=[call])
         answer = getattr(self.dag, "answer", None)
         if answer is not None and answer.node in self.outputs:  # an answer task: say what the last read gave
-            from autoforge.tasks.execute import resolve_path
+            from autoforge.tasks.answers import answer_value
 
-            out = self.outputs[answer.node]
-            if ".*." in answer.path:
-                lst, fld = answer.path.split(".*.", 1)
-                items = resolve_path(out, lst)
-                value = ", ".join(str(x.get(fld)) for x in items if isinstance(x, dict))
-            else:
-                try:
-                    value = resolve_path(out, answer.path)
-                except AutoforgeError:
-                    value = None
-            return AgentTurn(content=f"All done: the {answer.field} is {value}.")
+            try:
+                value = answer_value(answer, self.outputs)
+            except AutoforgeError:
+                value = None
+            said = ", ".join(map(str, value)) if isinstance(value, list) else value
+            return AgentTurn(content=f"All done: the {answer.field} is {said}.")
         return AgentTurn(content="All done: I have completed everything you asked for.")
 
 

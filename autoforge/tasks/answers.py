@@ -27,9 +27,9 @@ from typing import Any
 from autoforge.dags.build import topo_order
 from autoforge.envs import naming as nm
 from autoforge.dialogue import fact_words
-from autoforge.envs.compute import PRECISION_PARAMS, SPOKEN_UNITS, unit_params
+from autoforge.envs.compute import PRECISION_PARAMS, SPOKEN_UNITS, own_description, unit_params
 from autoforge.tasks.execute import DagExecutionError, DagRun, resolve_path
-from autoforge.types import DagNode, GoldAnswer, TaskDag, ToolCode
+from autoforge.types import AnswerSource, DagNode, GoldAnswer, TaskDag, ToolCode
 
 TOLERANCE = 1e-4  # relative tolerance of a numeric answer (DEFAULT: the tools round to 4+ places or not at all)
 MAX_ANSWER_CHARS = 200  # a longer string is a document, not an answer a message can be checked for (DEFAULT)
@@ -85,6 +85,18 @@ class ComputeChooser:
 # --------------------------------------------------------------------------- the gold answer
 
 
+def answer_value(src: AnswerSource, outputs: dict[str, Any]) -> Any:
+    """The raw value at ``src`` in node ``outputs``: the leaf, or for ``L.*.f`` the distinct
+    non-empty values of ``f`` over the list (sorted), the answer set."""
+    out = outputs.get(src.node)
+    if ".*." not in src.path:
+        return resolve_path(out, src.path, node=src.node)
+    list_path, field = src.path.split(".*.", 1)
+    items = resolve_path(out, list_path, node=src.node)
+    values = [x.get(field) for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+    return sorted({v for v in values if v is not None and not isinstance(v, bool)}, key=repr)
+
+
 def gold_answer(dag: TaskDag, run: DagRun) -> GoldAnswer:
     """The answer of a gold run (raises DagExecutionError when it is missing or ambiguous)."""
     src = dag.answer
@@ -92,10 +104,7 @@ def gold_answer(dag: TaskDag, run: DagRun) -> GoldAnswer:
         raise DagExecutionError("no_answer", "the DAG asks for no answer")
     out = run.outputs.get(src.node)
     if ".*." in src.path:
-        list_path, field = src.path.split(".*.", 1)
-        items = resolve_path(out, list_path, node=src.node)
-        values = [x.get(field) for x in items if isinstance(x, dict)] if isinstance(items, list) else []
-        values = sorted({v for v in values if v is not None and not isinstance(v, bool)}, key=repr)
+        values = answer_value(src, run.outputs)
         if not 2 <= len(values) <= MAX_LIST or not all(isinstance(v, (int, float, str)) for v in values):
             raise DagExecutionError("ambiguous_answer", f"{src.path} gives {len(values)} values; an answer set holds 2..{MAX_LIST}",
                                     src.node)
@@ -108,7 +117,7 @@ def gold_answer(dag: TaskDag, run: DagRun) -> GoldAnswer:
         if not isinstance(items, list) or len(items) != 1:
             n = len(items) if isinstance(items, list) else 0
             raise DagExecutionError("ambiguous_answer", f"{list_path} holds {n} records; the answer needs exactly one", src.node)
-    value = resolve_path(out, src.path, node=src.node)
+    value = answer_value(src, run.outputs)
     if isinstance(value, bool) or value is None:
         raise DagExecutionError("no_answer", f"{src.path} is {value!r}: nothing to state", src.node)
     if isinstance(value, (int, float)):
@@ -194,7 +203,7 @@ def tool_description(tool: ToolCode) -> str:
 
 def _what(tool: ToolCode) -> str:
     """What a tool does, as an imperative clause from its description ("calculate the mean of a list of numbers")."""
-    desc = tool_description(tool).split("Tool description:", 1)[-1].strip()
+    desc = own_description(tool_description(tool))
     first = re.split(r"(?<=[.!?])\s", desc, maxsplit=1)[0].strip().rstrip(".!?")
     first = re.sub(r"^(?:this (?:function|tool|endpoint|operation|method)\s+|returns?\s+|it\s+)", "", first, flags=re.I)
     words = first.split()

@@ -89,6 +89,15 @@ def lookup_ids(dag: TaskDag, outputs: dict[str, Any], calls_args: dict[str, dict
     return sorted(out)
 
 
+def refuse_leaks(request: str, forbidden: list[str]) -> None:
+    """Raise PhrasingError when the request names an identifier the agent must look up."""
+    from autoforge.dialogue import mentions
+
+    leaked = [v for v in forbidden if mentions(request, v)]
+    if leaked:
+        raise PhrasingError("leaked_id", f"the request names {leaked}, which the agent must look up")
+
+
 @contextmanager
 def open_env(tools: list[ToolCode], env_factory: EnvFactory | None) -> Iterator[Any]:
     env = (env_factory or default_env_factory)(tools)
@@ -123,19 +132,21 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     forbidden = lookup_ids(dag, run.outputs, run.args, key_fields(env))
     if client is not None and not getattr(client, "is_offline", True):
         draft = refine_request(client, draft, facts, forbidden)
-    from autoforge.dialogue import mentions
-
-    leaked = [v for v in forbidden if mentions(draft.request, v)]
-    if leaked:
-        raise PhrasingError("leaked_id", f"the request names {leaked}, which the agent must look up")
+    refuse_leaks(draft.request, forbidden)
     task_id = content_id("task", env.env_id, dag.dag_id, change, state_hash(world))
+    return _task(task_id, env, dag, draft.request, facts, world, run, test_fraction, batch_id, run_id)
+
+
+def _task(task_id: str, env: EnvironmentRecord, dag: TaskDag, request: str, facts: dict[str, Any], world: dict, run: Any,
+          test_fraction: float, batch_id: str | None, run_id: str | None, **kind: Any) -> Task:
+    """The Task record of a gold run (``kind``: kind/gold_answer for answer tasks)."""
     n_tools = sum(1 for n in dag.nodes if n.kind == "tool")
     return Task(
-        task_id=task_id, env_id=env.env_id, dag_id=dag.dag_id, request=draft.request,
+        task_id=task_id, env_id=env.env_id, dag_id=dag.dag_id, request=request,
         user_facts=dict(sorted(facts.items())), initial_state=world, gold_state=run.final_state,
         gold_state_hash=state_hash(run.final_state), gold_calls=run.calls, n_tool_calls=n_tools,
         dag_depth=dag_depth(dag), n_reasoning_nodes=len(dag.nodes) - n_tools, n_requirements=dag.n_requirements,
-        status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id, run_id=run_id,
+        status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id, run_id=run_id, **kind,
     )
 
 
@@ -156,21 +167,9 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
     why = answer_given_away(request, gold, facts)
     if why:
         raise PhrasingError("answer_given", why)
-    forbidden = lookup_ids(dag, run.outputs, run.args, key_fields(env))
-    from autoforge.dialogue import mentions
-
-    leaked = [v for v in forbidden if mentions(request, v)]
-    if leaked:
-        raise PhrasingError("leaked_id", f"the request names {leaked}, which the agent must look up")
+    refuse_leaks(request, lookup_ids(dag, run.outputs, run.args, key_fields(env)))
     task_id = content_id("task", env.env_id, dag.dag_id, gold.model_dump(), canonical_json(facts), state_hash(world))
-    n_tools = sum(1 for n in dag.nodes if n.kind == "tool")
-    return Task(
-        task_id=task_id, env_id=env.env_id, dag_id=dag.dag_id, request=request, user_facts=dict(sorted(facts.items())),
-        initial_state=world, gold_state=run.final_state, gold_state_hash=state_hash(run.final_state), gold_calls=run.calls,
-        n_tool_calls=n_tools, dag_depth=dag_depth(dag), n_reasoning_nodes=len(dag.nodes) - n_tools,
-        n_requirements=dag.n_requirements, status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id,
-        run_id=run_id, kind="answer", gold_answer=gold,
-    )
+    return _task(task_id, env, dag, request, facts, world, run, test_fraction, batch_id, run_id, kind="answer", gold_answer=gold)
 
 
 MAX_FAIL_STREAK = 4  # a DAG that fails this many instantiations in a row is retired (DEFAULT)
