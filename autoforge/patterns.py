@@ -1,0 +1,118 @@
+"""Regular expressions that come from documents or an LLM, matched without catastrophic backtracking.
+
+A ``pattern`` in a parameter schema is someone else's text. Python's ``re`` backtracks, so
+``^(a+)+$`` against ``"aaaa…b"`` or ``^(.|.|.)*Z$`` against a long string runs for minutes. Every
+pattern that did not come from this code base goes through here instead:
+
+* Patterns RE2 accepts (almost every pattern in real docs: classes, repeats, alternation,
+  anchors) run on RE2 (``google-re2``), whose matching time is linear in the text.
+* Patterns RE2 refuses (lookarounds, back-references) run on the ``regex`` module with a
+  timeout; running out of it raises :class:`PatternTimeout`, never blocks.
+* A pattern neither accepts, or one longer than :data:`MAX_PATTERN_CHARS`, raises
+  :class:`PatternError` with the reason, so the caller rejects it with a message instead of
+  crashing.
+
+Callers: argument validation (:mod:`autoforge.envs.runtime`), value sampling and documented id
+shapes in offline synthesis, and task instantiation.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from typing import Any
+
+import re2
+import regex
+
+from autoforge.errors import AutoforgeError
+
+MAX_PATTERN_CHARS = 2_000  # longer "patterns" in docs are prose or attacks
+DEFAULT_TIMEOUT_S = 0.5  # for the backtracking fallback only; RE2 needs none
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a refused pattern is our fallback's business, not stderr's
+_RE2_OPTIONS.max_mem = 8 << 20  # bytes of compiled program; bigger programs are refused
+
+
+class PatternError(AutoforgeError):
+    """A documented or generated regular expression cannot be used (syntax, size)."""
+
+
+class PatternTimeout(PatternError):
+    """Matching a pattern the linear-time engine cannot run took longer than its budget."""
+
+
+class SafePattern:
+    """One compiled pattern: :meth:`search` and :meth:`fullmatch` return a match object or None."""
+
+    def __init__(self, pattern: str, engine: str, compiled: Any):
+        self.pattern = pattern
+        self.engine = engine  # "re2" (linear time) or "regex" (backtracking, with a timeout)
+        self._rx = compiled
+
+    def _run(self, how: str, text: str, timeout_s: float | None):
+        if self.engine == "re2":
+            return getattr(self._rx, how)(text)
+        budget = DEFAULT_TIMEOUT_S if timeout_s is None else max(0.001, timeout_s)
+        try:
+            return getattr(self._rx, how)(text, timeout=budget)
+        except TimeoutError as exc:
+            raise PatternTimeout(
+                f"matching pattern {_short(self.pattern)!r} took over {budget:.2g}s (it backtracks: "
+                "lookarounds or back-references). Simplify the pattern in the tool's docs."
+            ) from exc
+
+    def search(self, text: str, *, timeout_s: float | None = None):
+        return self._run("search", text, timeout_s)
+
+    def fullmatch(self, text: str, *, timeout_s: float | None = None):
+        return self._run("fullmatch", text, timeout_s)
+
+    def __repr__(self) -> str:
+        return f"SafePattern({self.pattern!r}, engine={self.engine!r})"
+
+
+def _short(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_pattern(pattern: str) -> SafePattern:
+    """Compile ``pattern`` (JSON Schema / ECMA-262 dialect, as Python spells it) or raise PatternError."""
+    if not isinstance(pattern, str):
+        raise PatternError(f"a pattern must be a string, not {type(pattern).__name__}")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise PatternError(f"pattern is {len(pattern)} characters long (at most {MAX_PATTERN_CHARS})")
+    try:
+        return SafePattern(pattern, "re2", re2.compile(pattern, options=_RE2_OPTIONS))
+    except Exception:  # noqa: BLE001 - re2 raises its own error type for anything it does not support
+        pass
+    try:
+        return SafePattern(pattern, "regex", regex.compile(pattern, regex.V0))
+    except (regex.error, re.error, OverflowError, RecursionError, ValueError, TypeError) as exc:
+        raise PatternError(f"invalid pattern {_short(pattern)!r}: {exc}") from exc
+
+
+def search(pattern: str, text: str, *, timeout_s: float | None = None):
+    """``re.search`` for untrusted patterns (match object or None; PatternError if unusable)."""
+    return compile_pattern(pattern).search(text, timeout_s=timeout_s)
+
+
+def fullmatch(pattern: str, text: str, *, timeout_s: float | None = None):
+    return compile_pattern(pattern).fullmatch(text, timeout_s=timeout_s)
+
+
+def usable(pattern: Any) -> bool:
+    """True when ``pattern`` compiles here (a cheap guard before using a documented pattern)."""
+    try:
+        compile_pattern(pattern)
+    except PatternError:
+        return False
+    return True
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left before a ``time.monotonic()`` deadline (None: no deadline)."""
+    return None if deadline is None else deadline - time.monotonic()
