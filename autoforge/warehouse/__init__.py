@@ -1,4 +1,4 @@
-"""The DuckDB warehouse (any SQLAlchemy URL works): engine, migrations, typed reads and writes."""
+"""The warehouse (a DuckDB file, or PostgreSQL): engine, migrations, typed reads and writes, the read-only SQL check."""
 
 from autoforge.warehouse.engine import connect, resolve_url
 from autoforge.warehouse.migrations import apply_migrations

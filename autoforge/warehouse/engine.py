@@ -1,4 +1,8 @@
-"""SQLAlchemy engines for the warehouse, and the one-writer rule.
+"""SQLAlchemy engines for the warehouse, the supported databases, and the one-writer rule.
+
+Supported databases: a DuckDB file (a path, or ``duckdb:///PATH``) and PostgreSQL
+(``postgresql://USER@HOST/DB``, driver psycopg 3). Any other URL is refused by
+:func:`resolve_url` before anything is opened.
 
 DuckDB lets one process hold a file open for writing, and while it does no other process
 can open it at all (not even read-only). So every connection here is short-lived (NullPool:
@@ -6,15 +10,22 @@ open, do one batch, close), and opening a busy file is retried with a bounded ba
 ``Settings.lock_timeout_s`` seconds (``AUTOFORGE_LOCK_TIMEOUT``, default 30) before a
 :class:`~autoforge.errors.WarehouseBusyError` says who holds it. The file is never written
 by two processes at once, so it cannot be corrupted by us.
+
+Every DuckDB connection sees the warehouse and nothing else: external access (files, URLs,
+extension installs) is off, extensions are never installed or loaded on demand, and the
+configuration is locked so no statement can turn these back on. The one exception is
+``connect(..., files=[...])`` (``autoforge export``): DuckDB may then read and write exactly
+those paths. A PostgreSQL connection opened ``read_only`` runs in a read-only transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import struct
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
@@ -25,12 +36,96 @@ from autoforge.settings import get_settings, warehouse_url
 # Files are written in a format the stock `duckdb` shell of the 1.5 line can still open.
 DUCKDB_STORAGE_VERSION = "v1.5.0"
 
+SUPPORTED_DATABASES = (
+    "a DuckDB file (a path, or duckdb:///PATH) or PostgreSQL (postgresql://USER@HOST/DB, driver psycopg 3: "
+    "pip install 'psycopg[binary]')"
+)
+
 _LOCK_PATTERNS = ("Could not set lock", "Conflicting lock", "database is locked")
+
+# DuckDB settings every connection gets at open: nothing outside the warehouse, no extension fetched.
+_DUCKDB_LOCKDOWN: dict[str, Any] = {
+    "enable_external_access": False,
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "lock_configuration": True,
+}
+# Settings a duckdb:// URL may carry (?threads=4): none of them reaches outside the warehouse.
+_DUCKDB_URL_SETTINGS = frozenset(
+    {"threads", "memory_limit", "max_memory", "temp_directory", "max_temp_directory_size", "preserve_insertion_order"}
+)
+_POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg")
+
+# What DuckDB says when a file is not a (whole) DuckDB database.
+_CORRUPT_PATTERNS = (
+    "not a valid DuckDB database file",
+    "Could not read enough bytes",
+    "Corrupt database file",
+    "checksum",
+    "Failed to load metadata",
+    "Failure while replaying WAL",
+    "Serialization Error",
+)
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+_HEADERS_SIZE = 3 * 4096  # the main header and the two database headers, before the first block
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may appear in a message: any password replaced by ``***``."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy can parse: show only its scheme
+        return url.split("://", 1)[0] + "://..."
+
+
+def _refuse_url(url: str, why: str) -> WarehouseError:
+    return WarehouseError(
+        f"warehouse URL {shown_url(url)!r} is not supported: {why}. Supported: {SUPPORTED_DATABASES}. "
+        "Pass one of these to --warehouse or AUTOFORGE_WAREHOUSE."
+    )
+
+
+def check_supported_url(url: str) -> str:
+    """Return ``url`` in the form the engine uses, or raise WarehouseError if it is not DuckDB/PostgreSQL.
+
+    ``postgresql://`` is given the psycopg 3 driver; a ``duckdb://`` URL must name a local
+    file (or ``:memory:``) and may carry only the settings in ``_DUCKDB_URL_SETTINGS``.
+    """
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep:
+        raise _refuse_url(url, "it has no scheme")
+    if scheme == "duckdb":
+        if not rest.startswith("/"):
+            raise _refuse_url(url, "a DuckDB URL is duckdb:///PATH (three slashes), or give the plain file path")
+        path = rest.lstrip("/").split("?", 1)[0]
+        if path.lower().startswith(("md:", "motherduck:")):
+            raise _refuse_url(url, "a MotherDuck database is not a local file")
+        try:
+            query = sa.engine.make_url("duckdb://" + rest).query
+        except sa.exc.ArgumentError as exc:
+            raise _refuse_url(url, f"it cannot be parsed ({exc})") from exc
+        extra = sorted(set(query) - _DUCKDB_URL_SETTINGS)
+        if extra:
+            raise _refuse_url(
+                url,
+                f"the setting(s) {', '.join(extra)} cannot be set from the URL (external access and extensions "
+                f"stay off); allowed: {', '.join(sorted(_DUCKDB_URL_SETTINGS))}",
+            )
+        return "duckdb://" + rest
+    if scheme in _POSTGRES_SCHEMES:
+        return "postgresql+psycopg://" + rest
+    if scheme == "postgres" or scheme.startswith("postgresql+"):
+        raise _refuse_url(url, f"write postgresql://... (driver psycopg 3) instead of {scheme}://...")
+    raise _refuse_url(url, f"{scheme}:// is neither DuckDB nor PostgreSQL")
 
 
 def resolve_url(warehouse: str | None) -> str:
-    """``None`` -> the setting (``AUTOFORGE_WAREHOUSE`` or ./autoforge.duckdb); a path -> a DuckDB URL."""
-    return warehouse_url(warehouse if warehouse is not None else get_settings().warehouse)
+    """``None`` -> the setting (``AUTOFORGE_WAREHOUSE`` or ./autoforge.duckdb); a path -> a DuckDB URL.
+
+    Raises WarehouseError for a URL of a database other than DuckDB or PostgreSQL.
+    """
+    return check_supported_url(warehouse_url(warehouse if warehouse is not None else get_settings().warehouse))
 
 
 def is_duckdb(url: str) -> bool:
@@ -44,14 +139,38 @@ def duckdb_path(url: str) -> Path | None:
     return None if path in ("", ":memory:") else Path(path)
 
 
-def make_engine(url: str, *, read_only: bool = False) -> sa.Engine:
-    connect_args: dict = {}
-    if is_duckdb(url):
-        if read_only:
-            connect_args["read_only"] = True
-        else:
-            connect_args["config"] = {"storage_compatibility_version": DUCKDB_STORAGE_VERSION}
-    return sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def make_engine(url: str, *, read_only: bool = False, files: Sequence[Path] = ()) -> sa.Engine:
+    """An engine whose DuckDB connections are locked down (see the module doc).
+
+    ``files``: paths DuckDB may read and write besides the warehouse (``autoforge export``'s
+    target); with none, no file outside the warehouse can be touched at all.
+    """
+    if not is_duckdb(url):
+        return sa.create_engine(url, poolclass=NullPool)
+    config = dict(_DUCKDB_LOCKDOWN)
+    if files:  # turned off after allowed_paths is set (see below)
+        del config["enable_external_access"], config["lock_configuration"]
+    if not read_only:
+        config["storage_compatibility_version"] = DUCKDB_STORAGE_VERSION
+    connect_args: dict[str, Any] = {"config": config}
+    if read_only:
+        connect_args["read_only"] = True
+    engine = sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    if files:
+        # allowed_paths can only be set while external access is on, so: allow, then close, then lock.
+        allowed = ", ".join(_sql_string(str(p)) for p in files)
+
+        @sa.event.listens_for(engine, "connect")
+        def _allow_only(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.execute(f"SET allowed_paths = [{allowed}]")
+            dbapi_conn.execute("SET enable_external_access = false")
+            dbapi_conn.execute("SET lock_configuration = true")
+
+    return engine
 
 
 def _is_lock_error(exc: BaseException) -> bool:
@@ -64,16 +183,106 @@ def _holder(exc: BaseException) -> str:
     return f"process {m.group(2)} ({m.group(1)})" if m else "another process"
 
 
+def is_corruption(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the database file is damaged (truncated, not DuckDB, bad checksum)."""
+    text = str(exc)
+    return any(p in text for p in _CORRUPT_PATTERNS)
+
+
+def corrupt_file_error(path: Path, reason: str) -> WarehouseError:
+    """The error for a warehouse file DuckDB cannot read; it says the file was left as it was."""
+    return WarehouseError(
+        f"warehouse {path} is not a readable DuckDB database ({reason}); it was left untouched. "
+        f"Restore it from a copy, or point --warehouse (or AUTOFORGE_WAREHOUSE) at a new file: "
+        f"`autoforge init --warehouse NEW.duckdb` creates one."
+    )
+
+
+def check_duckdb_file(path: Path) -> None:
+    """Refuse a path that exists but cannot be a DuckDB database, before DuckDB opens it.
+
+    An empty file, a folder, or a file without DuckDB's header is refused here, so DuckDB
+    never gets the chance to write into it.
+    """
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise WarehouseError(f"warehouse {path} is a folder, not a DuckDB file; point --warehouse at a file such as {path / 'autoforge.duckdb'}")
+    try:
+        with path.open("rb") as f:
+            head = f.read(_HEADERS_SIZE)
+    except OSError as exc:
+        raise WarehouseError(f"cannot read warehouse {path}: {exc}. Check its permissions, or point --warehouse at another file.") from exc
+    if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
+        raise corrupt_file_error(path, "the file does not start with DuckDB's header" if head else "the file is empty")
+    expected = _described_size(head)
+    size = path.stat().st_size
+    if expected is not None and size < expected:
+        raise corrupt_file_error(path, f"the file is {size} bytes but its header describes {expected}: it was cut short")
+
+
+def _described_size(head: bytes) -> int | None:
+    """The file size DuckDB's newest database header describes (12 KiB of headers + blocks), if it can tell.
+
+    Each of the two database headers (at 4 KiB and 8 KiB) holds, as little-endian u64:
+    checksum, iteration, meta_block, free_list, block_count, block_alloc_size, ... The one
+    with the higher iteration is current. Values that do not look like that format give None.
+    """
+    if len(head) < _HEADERS_SIZE:
+        return _HEADERS_SIZE
+    headers = [struct.unpack_from("<6Q", head, offset) for offset in (4096, 8192)]
+    _checksum, _iteration, _meta, _free, blocks, alloc = max(headers, key=lambda h: h[1])
+    return _HEADERS_SIZE + blocks * alloc if _plausible(blocks, alloc) else None
+
+
+def _plausible(blocks: int, alloc: int) -> bool:
+    return 4096 <= alloc <= 1 << 28 and alloc & (alloc - 1) == 0 and blocks < 1 << 40
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(getattr(exc, "orig", None) or exc).strip().split("\n")[0]
+
+
+def _open(engine: sa.Engine, url: str, path: Path | None, timeout: float) -> sa.Connection:
+    """Connect, retrying a busy DuckDB file with backoff for ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.05
+    while True:
+        try:
+            return engine.connect()
+        except Exception as exc:  # noqa: BLE001 - driver errors vary by backend
+            if not _is_lock_error(exc):
+                if path is not None and path.exists() and is_corruption(exc):
+                    raise corrupt_file_error(path, _first_line(exc)) from exc
+                raise WarehouseError(
+                    f"cannot open warehouse {path or shown_url(url)}: {_first_line(exc)}. Check the path or URL given to "
+                    "--warehouse / AUTOFORGE_WAREHOUSE."
+                ) from exc
+            if time.monotonic() >= deadline:
+                raise WarehouseBusyError(
+                    f"warehouse {path or shown_url(url)} is in use by {_holder(exc)}; DuckDB allows one process at a "
+                    f"time. Waited {timeout:.0f}s. Wait for that run to finish, raise AUTOFORGE_LOCK_TIMEOUT, "
+                    "or point --warehouse at another file."
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
 @contextlib.contextmanager
 def connect(
     warehouse: str | None = None,
     *,
     read_only: bool = False,
     lock_timeout_s: float | None = None,
+    files: Sequence[Path] = (),
 ) -> Iterator[sa.Connection]:
     """Open a short-lived connection; a write connection is one transaction (commit on success).
 
-    A busy DuckDB file is retried with backoff up to ``lock_timeout_s``; then WarehouseBusyError.
+    A read-only connection opens a DuckDB file read-only, and on PostgreSQL runs in a
+    read-only transaction that is rolled back at the end. ``files``: paths a DuckDB
+    connection may read and write (only ``autoforge export`` needs this). A busy DuckDB file
+    is retried with backoff up to ``lock_timeout_s``; then WarehouseBusyError. A damaged
+    file raises WarehouseError and is left untouched.
     """
     url = resolve_url(warehouse)
     timeout = get_settings().lock_timeout_s if lock_timeout_s is None else lock_timeout_s
@@ -84,39 +293,37 @@ def connect(
             "(or point AUTOFORGE_WAREHOUSE / --warehouse at an existing file)."
         )
     if path is not None:
+        check_duckdb_file(path)
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        engine = make_engine(url, read_only=read_only)
+        engine = make_engine(url, read_only=read_only, files=files)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise WarehouseError(
-            f"cannot use warehouse URL {url!r}: {exc}. Install the database driver it names "
-            "(e.g. `pip install psycopg` for postgresql://) or use a DuckDB file path."
+            f"cannot use warehouse URL {shown_url(url)!r}: {exc}. Install the database driver it names "
+            "(`pip install 'psycopg[binary]'` for postgresql://) or use a DuckDB file path."
         ) from exc
-    deadline = time.monotonic() + timeout
-    delay = 0.05
-    while True:
-        try:
-            conn = engine.connect()
-            break
-        except Exception as exc:  # noqa: BLE001 - driver errors vary by backend
-            if not _is_lock_error(exc):
-                engine.dispose()
-                raise WarehouseError(f"cannot open warehouse {url}: {exc}") from exc
-            if time.monotonic() >= deadline:
-                engine.dispose()
-                raise WarehouseBusyError(
-                    f"warehouse {path or url} is in use by {_holder(exc)}; DuckDB allows one process at a "
-                    f"time. Waited {timeout:.0f}s. Wait for that run to finish, raise AUTOFORGE_LOCK_TIMEOUT, "
-                    "or point --warehouse at another file."
-                ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
     try:
-        if read_only:
-            yield conn
-        else:
+        conn = _open(engine, url, path, timeout)
+    except BaseException:
+        engine.dispose()
+        raise
+    try:
+        if not read_only:
             with conn.begin():
                 yield conn
+        elif is_duckdb(url):
+            yield conn
+        else:
+            tx = conn.begin()
+            try:
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                yield conn
+            finally:
+                tx.rollback()
+    except Exception as exc:  # a damaged block met while reading or writing: say so, whoever caught it first
+        if path is not None and is_corruption(exc):
+            raise corrupt_file_error(path, _first_line(exc)) from exc
+        raise
     finally:
         conn.close()
         engine.dispose()

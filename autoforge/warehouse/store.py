@@ -117,59 +117,224 @@ def write_records(
 # ----------------------------------------------------------------------------- reads
 
 
-_READ_ONLY_TYPES = {"SELECT", "EXPLAIN", "PRAGMA", "CALL"}
-_WRITE_WORDS = ("insert", "update", "delete", "drop", "create", "alter", "copy", "attach", "detach", "install", "load",
-                "export", "import", "checkpoint", "vacuum", "truncate", "set", "use", "begin", "commit", "grant", "merge")
+# `autoforge sql` runs exactly one statement of these kinds (as DuckDB's own parser classifies it).
+ALLOWED_STATEMENTS = "SELECT, WITH, VALUES, FROM, DESCRIBE, SHOW, SUMMARIZE, or EXPLAIN (without ANALYZE) of one of those"
+_EXPORT_HINT = (
+    "To write a table or view to a file use `autoforge export TABLE_OR_VIEW --format parquet|jsonl|csv --out PATH`."
+)
+_EXPLAIN_OPTIONS = frozenset({"format"})  # EXPLAIN (FORMAT json) ...; ANALYZE would run the statement
+
+
+def _refuse(what: str, sql: str) -> ReadOnlyQueryError:
+    snippet = " ".join(sql.split())[:80]
+    return ReadOnlyQueryError(
+        f"refused {what} ({snippet!r}): `autoforge sql` runs one read-only statement: {ALLOWED_STATEMENTS}. {_EXPORT_HINT}"
+    )
+
+
+def _statements(sql: str) -> list[Any]:
+    """DuckDB's parse of ``sql`` into statements; ReadOnlyQueryError if it does not parse."""
+    import duckdb
+
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ReadOnlyQueryError(f"the query is not valid UTF-8 text ({exc}); remove the character at position {exc.start}.") from exc
+    try:
+        return list(duckdb.extract_statements(sql))
+    except duckdb.Error as exc:
+        reason = str(exc).strip().split("\n")[0]
+        raise ReadOnlyQueryError(
+            f"cannot parse the query ({reason}); `autoforge sql` runs one read-only statement: {ALLOWED_STATEMENTS}."
+        ) from exc
+
+
+def _tokens(sql: str) -> list[tuple[int, str, str]]:
+    """(offset, text, kind) of every token DuckDB's tokenizer finds in ``sql``, comments left out."""
+    import duckdb
+
+    found = duckdb.tokenize(sql)
+    out = []
+    for i, (start, kind) in enumerate(found):
+        end = found[i + 1][0] if i + 1 < len(found) else len(sql)
+        if kind.name != "comment":
+            out.append((start, sql[start:end].strip(), kind.name))
+    return out
+
+
+def _parse(sql: str) -> list[Any] | None:
+    """DuckDB's statements of ``sql``, or None if it does not parse."""
+    try:
+        return _statements(sql)
+    except ReadOnlyQueryError:
+        return None
+
+
+def _kind(statement: Any) -> str:
+    """The StatementType name of one parsed statement ("UNKNOWN" for a kind this duckdb cannot name)."""
+    try:
+        return statement.type.name
+    except ValueError:  # e.g. UPDATE EXTENSIONS: a type number the Python enum lacks
+        return "UNKNOWN"
+
+
+def _one_select(statements: list[Any] | None) -> bool:
+    return statements is not None and len(statements) == 1 and _kind(statements[0]) == "SELECT"
+
+
+def _explain_options_ok(options: list[tuple[int, str, str]]) -> bool:
+    """EXPLAIN's ``( ... )`` options: only ``FORMAT value`` groups, comma separated."""
+    groups: list[list[str]] = [[]]
+    for _, text, kind in options:
+        if kind == "operator" and text == ",":
+            groups.append([])
+        else:
+            groups[-1].append(text.strip('"').lower())
+    return all(len(g) == 2 and g[0] in _EXPLAIN_OPTIONS for g in groups)
+
+
+def _check_explain(sql: str) -> None:
+    """Allow ``EXPLAIN [(FORMAT x)] <one SELECT-kind statement>``; refuse ANALYZE and anything else.
+
+    Both readings of a ``(`` after EXPLAIN are checked (options, or a parenthesized query),
+    and every reading that parses must be safe, so the check never depends on guessing which
+    one DuckDB takes.
+    """
+    tokens = _tokens(sql)
+    if len(tokens) < 2 or tokens[0][1].lower() != "explain":
+        raise _refuse("an EXPLAIN statement of a form that cannot be checked", sql)
+    if tokens[1][1].lower().strip('"') in ("analyze", "analyse"):
+        raise _refuse("EXPLAIN ANALYZE (it runs the statement)", sql)
+    readings: list[bool] = []
+    if _one_select(_parse(sql[tokens[1][0]:])):  # EXPLAIN <query>
+        readings.append(True)
+    if tokens[1][1] == "(":  # EXPLAIN (options) <query>
+        depth = 0
+        for i in range(1, len(tokens)):
+            _, text, kind = tokens[i]
+            if kind == "operator":
+                depth += text.count("(") - text.count(")")
+            if depth <= 0:
+                after = _parse(sql[tokens[i + 1][0]:]) if i + 1 < len(tokens) else None
+                if after:
+                    readings.append(_one_select(after) and _explain_options_ok(tokens[2:i]))
+                break
+    if not readings or not all(readings):
+        raise _refuse("an EXPLAIN that is not of one SELECT, or with options other than FORMAT", sql)
 
 
 def check_read_only(sql: str) -> None:
-    """Refuse any statement that could write (INSERT, DROP, COPY TO, ATTACH ...), with a clear message."""
-    import re
+    """Allow exactly one read-only statement (``ALLOWED_STATEMENTS``); refuse anything else.
 
-    parse_sql = re.sub(r"(?<![:\w]):[A-Za-z_]\w*", "NULL", sql)  # :named parameters -> NULL for the parser
-    try:
-        import duckdb
-
-        statements = duckdb.extract_statements(parse_sql)
-    except ImportError:  # pragma: no cover - duckdb is a dependency
-        statements = None
-    except Exception as exc:  # noqa: BLE001 - a parse error: say so
-        raise ReadOnlyQueryError(f"cannot parse query: {exc}") from exc
-    if statements is None:
-        first = sql.strip().split(None, 1)[0].lower() if sql.strip() else ""
-        if first in _WRITE_WORDS:
-            raise ReadOnlyQueryError(f"'{first.upper()}' writes; `autoforge sql` runs read-only queries only")
-        return
+    The statement is classified by DuckDB's own parser, on exactly the text that will run, so
+    comments, string literals, dollar quotes, case and whitespace cannot hide a second
+    statement or a write. Raises ReadOnlyQueryError naming the statement kind that was refused.
+    """
+    if not sql.strip():
+        raise ReadOnlyQueryError(f"empty query: give one read-only statement ({ALLOWED_STATEMENTS}).")
+    statements = _statements(sql)
     if not statements:
-        raise ReadOnlyQueryError("empty query")
-    for st in statements:
-        kind = st.type.name
-        if kind not in _READ_ONLY_TYPES:
-            text = st.query.strip().split("\n")[0][:80]
-            raise ReadOnlyQueryError(
-                f"refused {kind} statement ({text!r}): `autoforge sql` runs read-only queries only. "
-                "Use `autoforge export` to write files; stages write through their own commands."
-            )
-        if kind == "PRAGMA" and "=" in st.query:
-            raise ReadOnlyQueryError(f"refused PRAGMA assignment ({st.query.strip()!r}): read-only queries only")
+        raise ReadOnlyQueryError(f"the query holds no statement (only comments?): give one read-only statement ({ALLOWED_STATEMENTS}).")
+    if len(statements) > 1:
+        kinds = ", ".join(_kind(st) for st in statements)
+        raise _refuse(f"{len(statements)} statements ({kinds}); run them one at a time", sql)
+    st = statements[0]
+    kind = _kind(st)
+    if kind == "SELECT":
+        return
+    if kind == "EXPLAIN":
+        _check_explain(st.query)
+        return
+    words = [text.upper() for _, text, tkind in _tokens(st.query)[:2] if tkind in ("keyword", "identifier")]
+    raise _refuse(f"{' '.join(words) or 'the statement'} (statement kind {kind})", sql)
+
+
+def _query_error(exc: BaseException) -> WarehouseError:
+    """Map a failed query to an error that says what went wrong and how to fix it."""
+    msg = str(getattr(exc, "orig", None) or exc).split("\n[SQL")[0].strip()
+    low = msg.lower()
+    if "disabled by configuration" in low or "permission error" in low:
+        return ReadOnlyQueryError(
+            f"refused: the query reaches outside the warehouse ({msg.splitlines()[0]}). `autoforge sql` sees the "
+            f"warehouse's own tables and views only; load files with `autoforge ingest`. {_EXPORT_HINT}"
+        )
+    if "configuration has been locked" in low:
+        return ReadOnlyQueryError(f"refused: settings cannot be changed from `autoforge sql` ({msg.splitlines()[0]}).")
+    if "exists in the" in low and "extension" in low:
+        return ReadOnlyQueryError(
+            f"refused: `autoforge sql` loads no extensions ({msg.splitlines()[0]}); it reads the warehouse's own tables and views."
+        )
+    if "read-only" in low or "read only" in low:
+        return ReadOnlyQueryError(f"the warehouse is opened read-only: {msg}")
+    return WarehouseError(
+        f"query failed: {msg}. Check the SQL against the warehouse's tables and views "
+        "(`autoforge sql 'SHOW TABLES'` lists them on DuckDB)."
+    )
+
+
+def _rows(result: sa.CursorResult) -> list[dict]:
+    return [dict(r._mapping) for r in result] if result.returns_rows else []
+
+
+def _refuse_server_file_roles(conn: sa.Connection) -> None:
+    """On PostgreSQL, refuse to run user SQL as a role that can read or write the server's files."""
+    can = conn.exec_driver_sql(
+        "SELECT current_user AS who, pg_has_role(current_user, 'pg_read_server_files', 'MEMBER') "
+        "OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER') "
+        "OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER') AS can"
+    ).one()
+    if can.can:
+        raise ReadOnlyQueryError(
+            f"refused: the PostgreSQL role {can.who!r} can read or write the server's files (superuser, or a member of "
+            "pg_read_server_files / pg_write_server_files / pg_execute_server_program), so `autoforge sql` will not run "
+            "queries as it. Connect as a role that can only read the warehouse, e.g. `CREATE ROLE reader LOGIN; "
+            "GRANT SELECT ON ALL TABLES IN SCHEMA public TO reader`, and pass postgresql://reader@HOST/DB."
+        )
+
+
+def _run_user_sql_postgres(conn: sa.Connection, sql: str, params: dict | None) -> list[dict]:
+    """One checked statement on PostgreSQL: rendered by psycopg, checked, run as ONE prepared statement."""
+    import psycopg
+
+    _refuse_server_file_roles(conn)
+    raw = conn.connection.driver_connection
+    text = sql
+    if params:
+        compiled = sa.text(sql).compile(dialect=conn.dialect)
+        text = psycopg.ClientCursor(raw).mogrify(compiled.string, compiled.construct_params(params))
+    check_read_only(text)
+    with raw.cursor() as cur:
+        cur.execute(text, prepare=True)  # the extended protocol: the server runs one statement at most
+        if cur.description is None:
+            return []
+        names = [d.name for d in cur.description]
+        return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
 def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_only_check: bool = True) -> list[dict]:
-    """Run one read-only query and return rows as dicts (on a read-only connection)."""
-    if read_only_check:
-        check_read_only(sql)
+    """Run one read-only query and return rows as dicts, on a read-only connection.
+
+    ``read_only_check`` (user SQL, ``autoforge sql``): the statement must be one of
+    ``ALLOWED_STATEMENTS``; it is classified on exactly the text the database will run. On
+    DuckDB the connection cannot reach any file, URL or extension outside the warehouse; on
+    PostgreSQL it is a read-only transaction, refused for roles that can read server files.
+    Internal readers pass ``read_only_check=False`` with their own fixed SQL.
+    """
     url = resolve_url(warehouse)
-    with connect(url, read_only=is_duckdb(url)) as conn:
+    if read_only_check and not params:
+        check_read_only(sql)  # before opening anything
+    with connect(url, read_only=True) as conn:
         try:
-            result = conn.execute(sa.text(sql), params or {}) if params else conn.exec_driver_sql(sql)
-        except Exception as exc:  # noqa: BLE001
-            msg = str(exc).split("\n[SQL")[0]
-            if "read-only" in msg.lower():
-                raise ReadOnlyQueryError(f"the warehouse is opened read-only: {msg}") from exc
-            raise WarehouseError(f"query failed: {msg}") from exc
-        if not result.returns_rows:
-            return []
-        return [dict(r._mapping) for r in result]
+            if read_only_check and not is_duckdb(url):
+                return _run_user_sql_postgres(conn, sql, params)
+            if read_only_check and params:
+                check_read_only(sa.text(sql).compile(dialect=conn.dialect).string)  # the text DuckDB receives
+            result = conn.execute(sa.text(sql), params) if params else conn.exec_driver_sql(sql)
+            return _rows(result)
+        except WarehouseError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - driver errors vary by backend
+            raise _query_error(exc) from exc
 
 
 def _json_fields(model: type[BaseModel]) -> set[str]:
