@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import argparse
 import csv
+import errno
 import io
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from autoforge.errors import AutoforgeError
+from autoforge.errors import AutoforgeError, ConfigError
+from autoforge.settings import PARAMS, range_message
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -347,7 +350,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     console = Console()
     _quiet_hf()
-    config = train_config(args.config, dict(kv.split("=", 1) for kv in args.set or []))
+    config = train_config(args.config, dict(args.set or []), where="--set")
     out = run_training(_wh(args), config, progress=_train_progress(console), out_dir=args.out)
     console.print(out["table_markdown"])
     console.print(f"learning curve: {out['curve']}   checkpoint: {out['checkpoint']}   run: {out['train_run_id']}")
@@ -400,12 +403,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parser
 
 
+def _number(key: str, flag: str | None = None) -> Callable[[str], Any]:
+    """argparse ``type=``: a number within ``PARAMS[key]``; otherwise usage error naming the range and an example."""
+    rng = PARAMS[key]
+    flag = flag or "--" + key.replace("_", "-")
+
+    def parse(text: str) -> Any:
+        value, why = rng.parse(text)
+        if why:
+            raise argparse.ArgumentTypeError(range_message(rng, text, why, f"{flag} {rng.example}"))
+        return value
+
+    return parse
+
+
+def _warehouse_arg(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a DuckDB file path or a SQLAlchemy URL: got {text!r} (empty); e.g. "
+                                         "--warehouse data/autoforge.duckdb, or leave it out for $AUTOFORGE_WAREHOUSE "
+                                         "or ./autoforge.duckdb")
+    return text
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    """``--set FIELD=VALUE`` -> ``(field, value)``; the field and value are checked against TrainConfig later."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip().isidentifier():
+        raise argparse.ArgumentTypeError(f"must be FIELD=VALUE, a TrainConfig field, '=' and its value: got {text!r}; "
+                                         "e.g. --set steps=20 (fields: autoforge/rl/config.py)")
+    return key.strip(), value
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--warehouse",
         metavar="PATH",
         default=None,
+        type=_warehouse_arg,
         help="DuckDB file or SQLAlchemy URL (default: $AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)",
     )
     p = argparse.ArgumentParser(
@@ -414,7 +449,9 @@ def build_parser() -> argparse.ArgumentParser:
             "AutoForge: tool docs -> simulated environments -> verified multi-step tasks -> ERPO training "
             "(arXiv 2512.22857). Every stage writes to a DuckDB warehouse you can query with `autoforge sql`."
         ),
-        epilog="Start with `autoforge demo`. Each command has its own --help.",
+        epilog="Start with `autoforge demo`. Each command has its own --help. Exit codes: 0 done; 1 the operating "
+               "system refused (disk full, permission denied, ...); 2 a bad setting (AUTOFORGE_*), flag or input; "
+               "130 interrupted.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -435,15 +472,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--env", metavar="NAME", help="only this tool set (default: all)")
     s.add_argument("--backend", choices=["offline", "openai"], default="offline",
                    help="offline rules/templates (default) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")
-    s.add_argument("--max-envs", type=int, default=None, help="at most this many tool sets")
+    s.add_argument("--max-envs", type=_number("max_envs"), default=None, help="at most this many tool sets")
 
     def factory_args(s: argparse.ArgumentParser, tasks_default: int) -> None:
         s.add_argument("--backend", choices=["offline", "openai"], default="offline",
                        help="offline rules (default, no network) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")
-        s.add_argument("--tasks-per-env", type=int, default=tasks_default, help="candidate tasks per environment")
-        s.add_argument("--seed", type=int, default=0, help="seed of walks, merges and instantiation (same seed: no new rows)")
+        s.add_argument("--tasks-per-env", type=_number("tasks_per_env"), default=tasks_default,
+                       help="candidate tasks per environment")
+        s.add_argument("--seed", type=_number("seed"), default=0,
+                       help="seed of walks, merges and instantiation (same seed: no new rows)")
         s.add_argument("--env", metavar="NAME", help="only this environment (tool set name)")
-        s.add_argument("--max-envs", type=int, default=None, help="at most this many environments")
+        s.add_argument("--max-envs", type=_number("max_envs"), default=None, help="at most this many environments")
         s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
 
     s = sub.add_parser("factory", parents=[common], help="run ingest -> synthesize -> sample -> generate -> verify",
@@ -459,10 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--start", choices=["auto", "lookup", "read", "entry", "any"], default=None,
                    help="where walks start: auto (default: lookups, else any read, else any tool with no required id), "
                         "lookup, read, entry or any")
-    g.add_argument("--min-len", type=int, default=None, help="shortest walk in tool calls (default 2)")
-    g.add_argument("--max-len", type=int, default=None, help="longest walk in tool calls (default 5)")
-    g.add_argument("--walks", type=int, default=None, help="walks per environment (default max(40, 2 * tasks-per-env // 3))")
-    g.add_argument("--attempts-per-task", type=int, default=None, help="instantiation attempts per wanted task (default 4)")
+    g.add_argument("--min-len", type=_number("min_len"), default=None, help="shortest walk in tool calls (default 2)")
+    g.add_argument("--max-len", type=_number("max_len"), default=None, help="longest walk in tool calls (default 5)")
+    g.add_argument("--walks", type=_number("walks"), default=None,
+                   help="walks per environment (default max(40, 2 * tasks-per-env // 3))")
+    g.add_argument("--attempts-per-task", type=_number("attempts_per_task"), default=None,
+                   help="instantiation attempts per wanted task (default 4)")
 
     s = sub.add_parser("eval", parents=[common], help="roll out an agent with a simulated user on curated tasks: pass^k",
                        description="Evaluate an agent on curated tasks (v_curated_tasks) with a simulated user; prints "
@@ -471,16 +512,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--agent", default="oracle",
                    help="oracle | random | openai[:MODEL] | hf:MODEL_DIR (a local transformers model directory)")
     s.add_argument("--user", default="offline", help="offline (scripted) | llm[:MODEL] (OpenAI-compatible)")
-    s.add_argument("--trials", type=int, default=1, help="trials per task (K of pass^k)")
+    s.add_argument("--trials", type=_number("trials"), default=1, help="trials per task (K of pass^k)")
     s.add_argument("--split", choices=["train", "test"], default=None, help="only this split (test = held-out)")
     s.add_argument("--env", metavar="NAME", help="only this environment")
-    s.add_argument("--limit", type=int, default=None, help="at most this many tasks")
-    s.add_argument("--concurrency", type=int, default=4, help="episodes run at once (threads)")
-    s.add_argument("--user-error-rate", type=float, default=0.0,
+    s.add_argument("--limit", type=_number("limit"), default=None, help="at most this many tasks")
+    s.add_argument("--concurrency", type=_number("concurrency"), default=4, help="episodes run at once (threads)")
+    s.add_argument("--user-error-rate", type=_number("user_error_rate"), default=0.0,
                    help="rate of injected user errors (wrong fact, withheld fact, premature stop; split evenly)")
     s.add_argument("--judge", choices=["rule", "llm", "none"], default="rule", help="user-error judge")
-    s.add_argument("--max-turns", type=int, default=40, help="turn limit per episode")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--max-turns", type=_number("max_turns"), default=40, help="turn limit per episode")
+    s.add_argument("--seed", type=_number("seed"), default=0)
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     s = sub.add_parser("serve", parents=[common], help="serve every Prefect deployment with its schedule from one process",
@@ -488,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "of deployments/prefect.yaml (factory nightly, training weekly, every stage on "
                                    "demand) until interrupted. Trigger runs from the Prefect UI or `prefect deployment run`.")
     s.add_argument("names", nargs="*", metavar="DEPLOYMENT", help="only these deployments (default: all)")
-    s.add_argument("--limit", type=int, default=1,
+    s.add_argument("--limit", type=_number("serve_limit", "--limit"), default=1,
                    help="flow runs at once in this process (default 1: DuckDB has one writer)")
     s.add_argument("--no-schedules", action="store_true", help="serve without schedules (runs only when triggered)")
 
@@ -500,39 +541,140 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", metavar="FILE", default=None,
                    help="YAML/JSON TrainConfig (default: the built-in defaults; every field documented in "
                         "autoforge/rl/config.py)")
-    s.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override one config field (repeatable)")
+    s.add_argument("--set", action="append", type=_assignment, metavar="FIELD=VALUE", help="override one config field (repeatable)")
     s.add_argument("--out", default=None, metavar="DIR", help="where the curve and table go (default: checkpoint dir)")
 
     s = sub.add_parser("demo", parents=[common], help="the whole factory on the bundled docs, then a short ERPO run",
                        description="Runs every stage end to end into the warehouse (default ./autoforge.duckdb): the "
                                    "factory (ingest, synthesize, sample, generate, verify) on the bundled tool docs, an "
                                    "oracle evaluation of the held-out tasks, and a short ERPO run of a tiny local policy.")
-    s.add_argument("--tasks-per-env", type=int, default=110, help="candidate tasks per environment")
-    s.add_argument("--max-envs", type=int, default=None, help="at most this many environments (quicker)")
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--train-steps", type=int, default=2, help="ERPO steps of the short run (0 skips training)")
+    s.add_argument("--tasks-per-env", type=_number("tasks_per_env"), default=110, help="candidate tasks per environment")
+    s.add_argument("--max-envs", type=_number("max_envs"), default=None, help="at most this many environments (quicker)")
+    s.add_argument("--seed", type=_number("seed"), default=0)
+    s.add_argument("--train-steps", type=_number("train_steps"), default=2, help="ERPO steps of the short run (0 skips training)")
     s.add_argument("--out", default="runs/demo", metavar="DIR", help="checkpoints, learning curve, before/after table")
     s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
     return p
 
 
+# ----------------------------------------------------------------------------- failures
+
+
+# What an operating-system failure looks like inside a DuckDB / SQLAlchemy error (no OSError there).
+_IO_WORDS = (("no space left on device", errno.ENOSPC), ("disk quota exceeded", errno.EDQUOT),
+             ("read-only file system", errno.EROFS), ("permission denied", errno.EACCES),
+             ("operation not permitted", errno.EPERM))
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+_REFUSED = (*_DISK_FULL, errno.EACCES, errno.EPERM, errno.EROFS)  # also said for a WarehouseError's cause
+
+
+def _os_failure(exc: BaseException) -> tuple[int | None, str | None, str] | None:
+    """``(errno, file, reason)`` of the operating-system failure behind ``exc`` (an OSError, or an I/O
+    error of the DuckDB driver, possibly wrapped by SQLAlchemy or a WarehouseError), else None.
+
+    Under one of our own errors (a WarehouseError wrapping the driver's) only a full disk, a
+    permission or a read-only disk counts, and only causes given with ``raise ... from`` are
+    followed; a ConfigError already says what to change."""
+    if isinstance(exc, ConfigError):
+        return None
+    ours = isinstance(exc, AutoforgeError)
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop(0)
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        found: tuple[int | None, str | None, str] | None = None
+        if isinstance(e, OSError):
+            found = e.errno, e.filename, e.strerror or str(e)
+        elif type(e).__module__.lstrip("_").split(".")[0] in ("duckdb", "sqlalchemy"):
+            text = str(e)
+            words, code = next(((w, c) for w, c in _IO_WORDS if w in text.lower()), (None, None))
+            if code is not None or type(e).__name__ == "IOException":
+                quoted = re.search(r'"(/[^"]+)"', text)
+                found = code, quoted.group(1) if quoted else None, words.capitalize() if words else text.split("\n")[0]
+        if found and (not ours or found[0] in _REFUSED):
+            return found
+        todo += [getattr(e, "orig", None), e.__cause__] + ([] if ours else [e.__context__])
+    return None
+
+
+def _warehouse_dir(args: argparse.Namespace) -> str | None:
+    """The folder of the DuckDB warehouse file of this command, if it is one."""
+    from autoforge.settings import get_settings
+
+    try:
+        value = _wh(args) or get_settings().warehouse
+    except AutoforgeError:
+        return None
+    if "://" in value:
+        if not value.startswith("duckdb:///"):
+            return None
+        value = value[len("duckdb:///"):].split("?", 1)[0]
+    return str(Path(value).expanduser().resolve().parent)
+
+
+def _os_message(code: int | None, file: str | None, reason: str, args: argparse.Namespace) -> str:
+    """One line: what the system refused, on which file, and what to do."""
+    where = f" on {file}" if file else ""
+    flags = "--warehouse" + (" / --out" if hasattr(args, "out") else "")
+    if code in _DISK_FULL:
+        folder = str(Path(file).parent) if file else _warehouse_dir(args) or "the disk being written"
+        return (f"disk full ({reason}){where}: free space at {folder} or point {flags} elsewhere; the warehouse lost "
+                "nothing already written (each write is one transaction: the failed one was rolled back)")
+    if code in (errno.EACCES, errno.EPERM):
+        return (f"permission denied ({reason}){where}: make it readable/writable for this user, or point {flags} "
+                "at a location you can write")
+    if code == errno.EROFS:
+        return f"read-only file system ({reason}){where}: point {flags} at a writable disk"
+    if code == errno.ENOENT:
+        return f"no such file or directory{where}: check the path, or create the folder first"
+    name = errno.errorcode.get(code, "I/O error") if code is not None else "I/O error"
+    return f"{name} ({reason}){where}: the operating system refused the operation; check the disk and the path"
+
+
+def _failure_exit(exc: Exception, args: argparse.Namespace) -> int | None:
+    """Print one ``error: ...`` line for an expected failure and return the exit code; None: a bug (re-raise)."""
+    failure = _os_failure(exc)
+    if failure is not None and failure[0] == errno.EPIPE:  # stdout closed (`autoforge sql ... | head`)
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 141
+    if failure is not None:
+        print(f"error: {_os_message(*failure, args)}", file=sys.stderr)
+        return 1
+    if isinstance(exc, AutoforgeError):
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    from autoforge.settings import get_settings
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
         return 2
     t0 = time.time()
+    timing = False
     try:
+        timing = get_settings().timing  # every AUTOFORGE_* setting is checked before the command writes anything
         return COMMANDS[args.command](args) or 0
-    except AutoforgeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - expected failures become one line; anything else is a bug
+        code = _failure_exit(exc, args)
+        if code is None:
+            raise
+        return code
     finally:
-        if os.environ.get("AUTOFORGE_TIMING"):
+        if timing:
             print(f"[{args.command} took {time.time() - t0:.2f}s]", file=sys.stderr)
 
 

@@ -1,37 +1,292 @@
-"""The one place that reads ``AUTOFORGE_*`` environment variables.
+"""The one place that reads ``AUTOFORGE_*`` environment variables, and the valid range of every
+numeric command-line flag and flow parameter.
 
-Every setting has a default that works offline. Command-line flags override these
-(``--warehouse PATH`` beats ``AUTOFORGE_WAREHOUSE``).
+Every setting has a default that works offline and is checked where it is read: a bad value
+(``AUTOFORGE_TOOL_TIMEOUT=abc``, ``nan``, ``inf``, ``-1``, ``0``, empty, whitespace) raises
+:class:`~autoforge.errors.ConfigError` naming the variable, the value, the valid range and an
+example. ``autoforge`` reads the settings before any command runs, so a bad one is refused
+before anything is written. Command-line flags override these (``--warehouse PATH`` beats
+``AUTOFORGE_WAREHOUSE``).
+
+    variable                   field            valid values                          default
+    AUTOFORGE_WAREHOUSE        warehouse        non-empty path or SQLAlchemy URL      autoforge.duckdb
+    AUTOFORGE_LOCK_TIMEOUT     lock_timeout_s   seconds, finite, [0.1, 86400]         30
+    AUTOFORGE_BACKEND          backend          offline | openai                      offline
+    AUTOFORGE_OPENAI_BASE_URL  openai_base_url  http(s)://host... (or OPENAI_BASE_URL) unset
+    AUTOFORGE_OPENAI_API_KEY   openai_api_key   non-empty (or OPENAI_API_KEY)         EMPTY
+    AUTOFORGE_OPENAI_MODEL     openai_model     non-empty                             gpt-4.1-mini
+    AUTOFORGE_LLM_TIMEOUT      llm_timeout_s    seconds, finite, [0.1, 3600]          60
+    AUTOFORGE_LLM_MAX_RETRIES  llm_max_retries  whole number, [0, 100]                4
+    AUTOFORGE_LLM_MAX_REPAIRS  llm_max_repairs  whole number, [0, 20]                 2
+    AUTOFORGE_TOOL_TIMEOUT     tool_timeout_s   seconds, finite, [0.01, 600]          2.0
+    AUTOFORGE_TOOL_MEMORY_MB   tool_memory_mb   whole MB, [16, 65536]                 512
+    AUTOFORGE_STAGE_WORKERS    stage_workers    whole number, [1, 256]                CPU cores
+    AUTOFORGE_TIMING           timing           1/true/yes/on or 0/false/no/off       off
 """
 
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from autoforge.errors import ConfigError
+
+BACKENDS = ("offline", "openai")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"AUTOFORGE_{name}", default)
+# ----------------------------------------------------------------------------- ranges
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+@dataclass(frozen=True)
+class Range:
+    """The valid values of a number: whole (``integer``) or finite real, within ``[lo, hi]``.
+    ``rule`` says in words what the number must be (the range is added in brackets)."""
+
+    lo: float
+    hi: float
+    example: Any
+    integer: bool = True
+    rule: str = ""
+
+    def describe(self) -> str:
+        kind = "a whole number" if self.integer else "a finite number"
+        span = f"{kind} in [{_num(self.lo)}, {_num(self.hi)}]"
+        return f"{self.rule} ({span})" if self.rule and "[" not in self.rule else self.rule or span
+
+    def problem(self, value: Any) -> str | None:
+        """None when ``value`` is valid, else what is wrong with it."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "not a number"
+        if self.integer and not isinstance(value, int):
+            return "not a whole number"
+        if not math.isfinite(value):
+            return "not finite"
+        if not self.lo <= value <= self.hi:
+            return "out of range"
+        return None
+
+    def parse(self, text: str) -> tuple[Any, str | None]:
+        """``(value, None)``, or ``(None, what is wrong)`` for text that is no valid value."""
+        s = text.strip()
+        if not s:
+            return None, "empty" if not text else "only whitespace"
+        try:
+            value: Any = int(s) if self.integer else float(s)
+        except ValueError:
+            try:
+                real = float(s)
+            except ValueError:
+                return None, "not a number"
+            return None, "not finite" if not math.isfinite(real) else "not a whole number"
+        why = self.problem(value)
+        return (None, why) if why else (value, None)
+
+
+def range_message(rng: Range, got: Any, why: str, example: str) -> str:
+    """The one wording of a bad number, after the name of what holds it: the valid range, what was
+    given and why it is wrong, an example."""
+    return f"must be {rng.describe()}: got {got!r} ({why}); e.g. {example}"
+
+
+# Command-line flags and flow parameters (the CLI's argparse types, FactoryParams / EvalParams
+# .validate_for_run, the stage flows). seed: tool_sequences.seed is an INTEGER column.
+PARAMS: dict[str, Range] = {
+    "tasks_per_env": Range(1, 100_000, 110, rule="a positive number of tasks"),
+    "walks": Range(1, 1_000_000, 80, rule="a positive number of walks"),
+    "merges": Range(0, 1_000_000, 80, rule="a number of merged walk pairs"),
+    "min_len": Range(1, 50, 2, rule="a walk length in tool calls"),
+    "max_len": Range(1, 50, 5, rule="a walk length in tool calls"),
+    "dag_variants": Range(1, 100, 2, rule="a positive number of DAGs per sequence"),
+    "attempts_per_task": Range(1, 1000, 4, rule="a positive number of attempts"),
+    "max_envs": Range(1, 100_000, 3, rule="positive or empty (all environments)"),
+    "seed": Range(0, 2**31 - 1, 0, rule=">= 0"),
+    "test_fraction": Range(0, 1, 0.2, integer=False, rule="a share within [0, 1]"),
+    "trials": Range(1, 1000, 4, rule="a positive number of trials per task"),
+    "limit": Range(1, 10**9, 50, rule="a positive number of tasks or empty (all)"),
+    "concurrency": Range(1, 1024, 4, rule="a positive number of episodes at once"),
+    "user_error_rate": Range(0, 1, 0.2, integer=False, rule="a rate within [0, 1]"),
+    "max_turns": Range(1, 10_000, 40, rule="a positive number of turns"),
+    "max_tokens": Range(1, 10**7, 32_768, rule="a positive number of tokens"),
+    "max_new_tokens": Range(1, 10**6, 1024, rule="a positive number of tokens"),
+    "temperature": Range(0, 10, 0.0, integer=False, rule="a sampling temperature >= 0"),
+    "train_steps": Range(0, 100_000, 2, rule="a number of ERPO steps, 0 skips training"),
+    "serve_limit": Range(1, 1000, 1, rule="a positive number of flow runs at once"),
+}
+
+
+def check_param(name: str, value: Any) -> Any:
+    """``value`` when it is within ``PARAMS[name]``, else ConfigError naming the parameter."""
+    rng = PARAMS[name]
+    why = rng.problem(value)
+    if why:
+        raise ConfigError(f"{name} {range_message(rng, value, why, f'{name}={rng.example}')}")
+    return value
+
+
+def check_walk_lengths(min_len: int, max_len: int) -> None:
+    """Walks are ``min_len`` to ``max_len`` tool calls long: the first may not exceed the second."""
+    if min_len > max_len:
+        raise ConfigError(f"walk lengths must satisfy min_len <= max_len (--min-len / --max-len), got {min_len} and "
+                          f"{max_len}; e.g. min_len=2, max_len=5")
+
+
+# ----------------------------------------------------------------------------- AUTOFORGE_* variables
+
+
+@dataclass(frozen=True)
+class Var:
+    """One ``AUTOFORGE_<name>`` variable: what it is, its default and its valid values."""
+
+    name: str
+    what: str
+    default: Any
+    example: str
+    range: Range | None = None
+    kind: str = "text"  # text | choice | url | bool (a number has a range)
+    fallback: str | None = None  # a non-AUTOFORGE variable read when this one is unset
+    default_text: str | None = None
+
+    @property
+    def env(self) -> str:
+        return f"AUTOFORGE_{self.name}"
+
+    def valid(self) -> str:
+        if self.range is not None:
+            return self.range.describe()
+        return {"choice": f"one of {', '.join(BACKENDS)}", "bool": f"{'/'.join(_TRUE)} or {'/'.join(_FALSE)}",
+                "url": "an http:// or https:// URL with a host"}.get(self.kind, "non-empty text")
+
+    def error(self, got: Any, why: str, shown: str | None = None) -> ConfigError:
+        """The one wording of a bad setting: the variable (``shown``), the value, the valid values, an example."""
+        var = self.fallback if shown == self.fallback else self.env
+        default = self.default_text or str(self.default)
+        return ConfigError(f"{shown or var} must be {self.what}, {self.valid()}: got {got!r} ({why}); e.g. "
+                           f"{var}={self.example}, or unset {var} for the default ({default})")
+
+    def problem(self, value: Any) -> str | None:
+        """None when an already parsed ``value`` (from the variable or from code) is valid."""
+        if value is None:
+            return None if self.default is None else "missing"
+        if self.range is not None:
+            return self.range.problem(value)
+        if self.kind == "bool" and not isinstance(value, bool):
+            return "not a yes/no value"
+        if self.kind == "choice" and value not in BACKENDS:
+            return "unknown"
+        if self.kind == "url" and not _is_url(value):
+            return "not an http(s) URL"
+        return None
+
+    def parse(self, raw: str) -> tuple[Any, str | None]:
+        if self.range is not None:
+            return self.range.parse(raw)
+        value = raw.strip()
+        if not value:
+            return None, "empty" if not raw else "only whitespace"
+        if self.kind == "bool":
+            low = value.lower()
+            return (low in _TRUE, None) if low in _TRUE + _FALSE else (None, "not a yes/no value")
+        if self.kind == "choice":
+            value = value.lower()
+        return value, self.problem(value)
+
+    def read(self) -> Any:
+        """The variable's value (or the fallback variable's, or the default); ConfigError when it is bad."""
+        for name, raw in ((self.env, os.environ.get(self.env)),
+                          (self.fallback, os.environ.get(self.fallback) if self.fallback else None)):
+            if raw is None or (name == self.fallback and not raw.strip()):
+                continue  # unset (an empty non-AUTOFORGE fallback counts as unset)
+            value, why = self.parse(raw)
+            if why:
+                raise self.error(raw, why, shown=name)
+            return value
+        return self.default
+
+
+def _is_url(value: Any) -> bool:
+    try:
+        u = urlparse(str(value))
+    except ValueError:
+        return False
+    return u.scheme in ("http", "https") and bool(u.hostname)
+
+
+VARS: dict[str, Var] = {
+    "warehouse": Var("WAREHOUSE", "the warehouse (a DuckDB file path or a SQLAlchemy URL)", "autoforge.duckdb",
+                     "data/autoforge.duckdb"),
+    "lock_timeout_s": Var("LOCK_TIMEOUT", "the seconds a writer waits for a busy DuckDB file", 30.0, "30",
+                          Range(0.1, 86_400, 30, integer=False)),
+    "backend": Var("BACKEND", "the LLM backend", "offline", "offline", kind="choice"),
+    "openai_base_url": Var("OPENAI_BASE_URL", "the OpenAI-compatible server", None, "http://127.0.0.1:8000/v1",
+                           kind="url", fallback="OPENAI_BASE_URL", default_text="unset: offline only"),
+    "openai_api_key": Var("OPENAI_API_KEY", "the API key of the server", "EMPTY", "EMPTY", fallback="OPENAI_API_KEY"),
+    "openai_model": Var("OPENAI_MODEL", "the model name on the server", "gpt-4.1-mini", "qwen3-8b"),
+    "llm_timeout_s": Var("LLM_TIMEOUT", "the seconds one LLM request may take", 60.0, "60",
+                         Range(0.1, 3600, 60, integer=False)),
+    "llm_max_retries": Var("LLM_MAX_RETRIES", "the retries of a failed LLM request", 4, "4", Range(0, 100, 4)),
+    "llm_max_repairs": Var("LLM_MAX_REPAIRS", "the repair requests after an invalid LLM reply", 2, "2",
+                           Range(0, 20, 2)),
+    "tool_timeout_s": Var("TOOL_TIMEOUT", "the seconds one sandboxed tool call may take", 2.0, "2.0",
+                          Range(0.01, 600, 2.0, integer=False)),
+    # The sandbox worker caps its address space at what the interpreter already uses + this many
+    # MB (envs/_worker.py _set_limits); below 16 MB a tool copying a few thousand records fails.
+    "tool_memory_mb": Var("TOOL_MEMORY_MB", "the memory (MB) a sandboxed tool may use on top of the interpreter",
+                          512, "512", Range(16, 65_536, 512)),
+    "stage_workers": Var("STAGE_WORKERS", "the threads of a Prefect stage flow", None, "2", Range(1, 256, 2),
+                         default_text="the number of CPU cores"),
+    "timing": Var("TIMING", "the switch that makes the CLI print how long a command took", False, "1", kind="bool",
+                  default_text="off"),
+}
+
+
+def setting(name: str) -> Any:
+    """One setting by field name (e.g. ``setting("stage_workers")``), read and checked on its own."""
+    return VARS[name].read()
+
+
+def _from_env(name: str):
+    return field(default_factory=lambda: VARS[name].read())
 
 
 @dataclass(frozen=True)
 class Settings:
     # Warehouse: a file path (DuckDB) or any SQLAlchemy URL ("duckdb:///x.duckdb", "postgresql://...").
-    warehouse: str = field(default_factory=lambda: _env("WAREHOUSE", "autoforge.duckdb"))
+    warehouse: str = _from_env("warehouse")
     # Seconds a writer waits for another process to release the DuckDB file before giving up.
-    lock_timeout_s: float = field(default_factory=lambda: float(_env("LOCK_TIMEOUT", "30")))
+    lock_timeout_s: float = _from_env("lock_timeout_s")
     # LLM backend: "offline" (deterministic rules, the default) or "openai" (any compatible server).
-    backend: str = field(default_factory=lambda: _env("BACKEND", "offline"))
-    openai_base_url: str | None = field(default_factory=lambda: _env("OPENAI_BASE_URL") or os.environ.get("OPENAI_BASE_URL"))
-    openai_api_key: str = field(default_factory=lambda: _env("OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY") or "EMPTY")
-    openai_model: str = field(default_factory=lambda: _env("OPENAI_MODEL", "gpt-4.1-mini"))
-    llm_timeout_s: float = field(default_factory=lambda: float(_env("LLM_TIMEOUT", "60")))
-    llm_max_retries: int = field(default_factory=lambda: int(_env("LLM_MAX_RETRIES", "4")))
-    llm_max_repairs: int = field(default_factory=lambda: int(_env("LLM_MAX_REPAIRS", "2")))
+    backend: str = _from_env("backend")
+    openai_base_url: str | None = _from_env("openai_base_url")
+    openai_api_key: str = _from_env("openai_api_key")
+    openai_model: str = _from_env("openai_model")
+    llm_timeout_s: float = _from_env("llm_timeout_s")
+    llm_max_retries: int = _from_env("llm_max_retries")
+    llm_max_repairs: int = _from_env("llm_max_repairs")
     # Sandbox limits for generated tool code.
-    tool_timeout_s: float = field(default_factory=lambda: float(_env("TOOL_TIMEOUT", "2.0")))
-    tool_memory_mb: int = field(default_factory=lambda: int(_env("TOOL_MEMORY_MB", "512")))
+    tool_timeout_s: float = _from_env("tool_timeout_s")
+    tool_memory_mb: int = _from_env("tool_memory_mb")
+    # Threads of the Prefect stage flows (None: one per CPU core).
+    stage_workers: int | None = _from_env("stage_workers")
+    # Print how long each CLI command took (stderr).
+    timing: bool = _from_env("timing")
+
+    def __post_init__(self) -> None:
+        """Values given in code (``Settings(tool_timeout_s=-1)``, ``with_``) obey the same ranges."""
+        for f in fields(self):
+            var = VARS[f.name]
+            value = getattr(self, f.name)
+            why = var.problem(value) if var.range is not None or var.kind != "text" else None
+            if why:
+                raise var.error(value, why, shown=f"setting {f.name} ({var.env})")
 
     @property
     def warehouse_url(self) -> str:
@@ -49,4 +304,5 @@ def warehouse_url(value: str) -> str:
 
 
 def get_settings(**overrides) -> Settings:
+    """The settings from the environment (ConfigError naming the variable when one is bad), with ``overrides``."""
     return Settings().with_(**overrides)

@@ -15,12 +15,24 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from autoforge.pipeline.common import persist
+from autoforge.settings import check_param, check_walk_lengths, get_settings, setting
 from autoforge.types import Run
 
 
 def stage_task_runner() -> ThreadPoolTaskRunner:
-    workers = int(os.environ.get("AUTOFORGE_STAGE_WORKERS") or os.cpu_count() or 1)
+    workers = setting("stage_workers") or os.cpu_count() or 1  # AUTOFORGE_STAGE_WORKERS, checked
     return ThreadPoolTaskRunner(max_workers=max(1, workers))
+
+
+def check_flow_inputs(**params: Any) -> None:
+    """Before a stage flow reads or writes anything: every AUTOFORGE_* setting, and each numeric
+    parameter given (None = its default) within its range (:data:`autoforge.settings.PARAMS`)."""
+    get_settings()
+    for name, value in params.items():
+        if value is not None:
+            check_param(name, value)
+    if params.get("min_len") is not None and params.get("max_len") is not None:
+        check_walk_lengths(params["min_len"], params["max_len"])
 
 
 @task(name="persist-stage", task_run_name="persist-{run.stage}", cache_policy=NO_CACHE)

@@ -14,7 +14,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import gather, persist_stage, stage_task_runner
+from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
 
 from autoforge.pipeline import generate as stage
 from autoforge.pipeline.common import finish
@@ -47,6 +47,8 @@ def generate_flow(
     backend: "offline" (template requests) or "openai" (the LLM rewrites each request; checked for leaks).
     test_fraction: share of tasks held out for evaluation (the split comes from each task id's hash).
     """
+    check_flow_inputs(seed=seed, tasks_per_env=tasks_per_env, max_envs=max_envs, attempts_per_task=attempts_per_task,
+                      test_fraction=test_fraction)
     params = stage.GenerateParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
                                   attempts_per_task=attempts_per_task, test_fraction=test_fraction)
     run = params.run_row(batch_id)

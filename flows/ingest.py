@@ -12,6 +12,8 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
+from flows._common import check_flow_inputs
+
 from autoforge.pipeline import ingest as stage
 from autoforge.tooldocs import IngestResult
 from autoforge.types import Run
@@ -41,6 +43,7 @@ def ingest_flow(
     warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
     """
+    check_flow_inputs()
     logger = get_run_logger()
     params = stage.IngestParams(paths=paths or [], bundled=bundled)
     params.all_paths()  # nothing to ingest: fail before any work

@@ -12,7 +12,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import gather, persist_stage, stage_task_runner
+from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
 
 from autoforge.dags.sample import SampleResult, sample_counts
 from autoforge.pipeline import sample as stage
@@ -52,6 +52,8 @@ def sample_flow(
     start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
     dag_variants: DAGs per sequence (different reasoning choices).
     """
+    check_flow_inputs(seed=seed, tasks_per_env=tasks_per_env, max_envs=max_envs, walks=walks, merges=merges,
+                      min_len=min_len, max_len=max_len, dag_variants=dag_variants)
     params = stage.SampleParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
                                 walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
                                 dag_variants=dag_variants)

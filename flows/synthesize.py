@@ -13,7 +13,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import gather, persist_stage, stage_task_runner
+from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
 
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table
 from autoforge.pipeline import synthesize as stage
@@ -42,6 +42,7 @@ def synthesize_flow(
     warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
     """
+    check_flow_inputs(max_envs=max_envs)
     logger = get_run_logger()
     params = stage.SynthesizeParams(env=env, backend=backend, max_envs=max_envs)
     todo = stage.load(warehouse, params)

@@ -19,6 +19,8 @@ from prefect.artifacts import create_markdown_artifact, create_progress_artifact
     update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows._common import check_flow_inputs
+
 from autoforge.pipeline.train import run_training, train_config
 
 
@@ -68,6 +70,7 @@ def train_flow(
     """
     from prefect.runtime import flow_run
 
+    check_flow_inputs()
     cfg = train_config(config, overrides)
     out = train_policy(warehouse, cfg.model_dump(mode="json"), out_dir, str(flow_run.get_id() or "") or None)
 

@@ -14,7 +14,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import gather, persist_stage, stage_task_runner
+from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
 
 from autoforge.pipeline import verify as stage
 from autoforge.pipeline.common import finish
@@ -37,6 +37,7 @@ def verify_flow(
     batch_id: str | None = None,
 ) -> dict:
     """Run every check on the tasks still 'generated' (all tasks with recheck) and mark them verified or rejected."""
+    check_flow_inputs(max_envs=max_envs)
     params = stage.VerifyParams(env=env, max_envs=max_envs, recheck=recheck)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)

@@ -15,6 +15,7 @@ episodes with :func:`autoforge.rollout.evaluate.evaluate_tasks`, writes the epis
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable
 
 from pydantic import Field
@@ -59,31 +60,37 @@ class EvalParams(StageParams):
 
     def validate_for_run(self) -> None:
         """Fail fast, with what to change, on parameters that cannot work (e.g. typed into the Prefect UI)."""
-        if self.trials < 1:
-            raise ConfigError(f"trials must be >= 1, got {self.trials}")
-        if self.concurrency < 1:
-            raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
+        from autoforge.settings import check_param, get_settings
+
+        get_settings()  # a bad AUTOFORGE_* setting stops the evaluation before anything is played or written
+        for name in ("trials", "concurrency", "limit", "user_error_rate", "seed", "max_turns", "max_tokens",
+                     "max_new_tokens", "temperature"):
+            if getattr(self, name) is not None:
+                check_param(name, getattr(self, name))
         if self.split is not None and self.split not in SPLITS:
             raise ConfigError(f"split must be 'train' or 'test', got {self.split!r}")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"limit must be a positive number of tasks or empty (all), got {self.limit}")
-        if not 0 <= self.user_error_rate <= 1:
-            raise ConfigError(f"user error rate must be within [0, 1], got {self.user_error_rate}")
         if self.judge not in JUDGES:
             raise ConfigError(f"unknown judge {self.judge!r}; valid judges: {', '.join(JUDGES)}")
-        for name, value in (("max_turns", self.max_turns), ("max_tokens", self.max_tokens),
-                            ("max_new_tokens", self.max_new_tokens)):
-            if value < 1:
-                raise ConfigError(f"{name} must be >= 1, got {value}")
 
 
 # --------------------------------------------------------------------------- agents
 
 
 def _local_agent_factory(model_dir: str, **kw) -> AgentFactory:
+    """The agent of ``hf:<model dir>``; ConfigError (not a loader traceback) when the folder holds no model."""
+    where = Path(model_dir).expanduser()
+    if not (where / "config.json").is_file():
+        raise ConfigError(f"agent 'hf:{model_dir}': {str(where)!r} is not a local transformers model directory (no "
+                          "config.json); give hf:<folder with config.json, weights and tokenizer>, e.g. the "
+                          "checkpoint folder `autoforge train` prints")
     from autoforge.rl.agent import hf_agent_factory  # torch: only for hf:<model dir>
 
-    return hf_agent_factory(model_dir, **kw)
+    try:
+        return hf_agent_factory(model_dir, **kw)
+    except (OSError, ValueError) as exc:  # transformers: missing or unreadable tokenizer / weights
+        raise ConfigError(f"agent 'hf:{model_dir}': cannot load the model in {str(where)!r}: "
+                          f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}; it needs "
+                          "config.json, weights and a tokenizer with a chat template") from exc
 
 
 def make_agent_factory(name: str, *, settings=None, temperature: float = 0.0, recorder=None,

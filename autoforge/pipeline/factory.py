@@ -62,30 +62,23 @@ class FactoryParams(StageParams):
 
     def validate_for_run(self) -> None:
         """Fail fast, with what to change, on parameters that cannot work (e.g. typed into the Prefect UI)."""
-        from autoforge.settings import get_settings
+        from autoforge.settings import check_param, check_walk_lengths, get_settings
 
+        settings = get_settings()  # a bad AUTOFORGE_* setting stops the batch before anything is written
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend {self.backend!r} is unknown; choose one of {', '.join(BACKENDS)}")
-        if self.tasks_per_env <= 0:
-            raise ConfigError(f"tasks_per_env must be a positive number of tasks, got {self.tasks_per_env}")
-        if self.max_envs is not None and self.max_envs <= 0:
-            raise ConfigError(f"max_envs must be positive or empty (all environments), got {self.max_envs}")
-        if self.seed < 0:
-            raise ConfigError(f"seed must be >= 0, got {self.seed}")
+        for name in ("tasks_per_env", "max_envs", "seed", "min_len", "max_len", "walks", "attempts_per_task"):
+            if getattr(self, name) is not None:
+                check_param(name, getattr(self, name))
         if self.start not in ("auto", *START_RULES):
             raise ConfigError(f"start rule {self.start!r} is unknown; choose one of auto, {', '.join(START_RULES)}")
-        if not 1 <= self.min_len <= self.max_len:
-            raise ConfigError(f"walk lengths must satisfy 1 <= min_len <= max_len, got {self.min_len} and {self.max_len}")
-        if self.walks is not None and self.walks <= 0:
-            raise ConfigError(f"walks must be positive or empty (max(40, 2 * tasks_per_env // 3)), got {self.walks}")
-        if self.attempts_per_task <= 0:
-            raise ConfigError(f"attempts_per_task must be positive, got {self.attempts_per_task}")
+        check_walk_lengths(self.min_len, self.max_len)
         if not self.paths and not self.bundled:
             raise ConfigError("nothing to ingest: give paths (files or folders of tool docs) or set bundled=true")
         for p in self.paths:
             if not Path(p).exists():
                 raise ConfigError(f"tool-doc path {p!r} does not exist (paths are read on the machine running the flow)")
-        if self.backend == "openai" and not get_settings().openai_base_url:
+        if self.backend == "openai" and not settings.openai_base_url:
             raise ConfigError("backend 'openai' needs AUTOFORGE_OPENAI_BASE_URL (and AUTOFORGE_OPENAI_MODEL) set")
         if self.warehouse is not None:
             if not self.warehouse.strip():

@@ -30,13 +30,13 @@ __all__ = ["TrainConfig", "demo_config", "demo_training", "load_curated", "run_t
            "train_config"]
 
 
-def train_config(config: TrainConfig | str | Path | dict | None = None, overrides: dict | None = None) -> TrainConfig:
+def train_config(config: TrainConfig | str | Path | dict | None = None, overrides: dict | None = None,
+                 where: str = "overrides") -> TrainConfig:
     """The run's TrainConfig: ``config`` (a TrainConfig, a dict, a YAML/JSON file or None for the
-    defaults) with the fields in ``overrides`` replaced (values may be strings, as typed on a command line)."""
+    defaults) with the fields in ``overrides`` replaced (values may be strings, as typed on a command
+    line); ``where`` names the overrides in errors (``--set`` for the CLI)."""
     cfg = as_config(config)
-    if overrides:
-        cfg = as_config({**cfg.model_dump(mode="json"), **overrides})
-    return cfg
+    return cfg.with_overrides(overrides, where=where) if overrides else cfg
 
 
 # --------------------------------------------------------------------------- reads

@@ -9,12 +9,13 @@ marked; the paper's values are quoted in the description.
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from autoforge.errors import ConfigError
 
@@ -22,11 +23,11 @@ from autoforge.errors import ConfigError
 class TrainConfig(BaseModel):
     """SFT cold start then ERPO. Load with :meth:`from_file` (YAML or JSON)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     # ----------------------------------------------------------------- policy
     model_path: str | None = Field(
-        None,
+        None, min_length=1,
         description="Local transformers model directory (or a hub id with allow_download) of the policy. "
         "None: build the tiny offline policy (Llama config + locally trained BPE tokenizer) into "
         "<checkpoint_dir>/base. Source: ours (paper uses Qwen3-30B-A3B-Thinking-2507).",
@@ -41,7 +42,7 @@ class TrainConfig(BaseModel):
     tiny_num_layers: int = Field(4, ge=1, description="Tiny policy: number of Llama decoder layers. Source: ours.")
     tiny_num_heads: int = Field(4, ge=1, description="Tiny policy: attention heads (hidden size must divide). Source: ours.")
     tiny_max_positions: int = Field(4096, ge=64, description="Tiny policy: maximum context length in tokens. Source: ours.")
-    device: str = Field("auto", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda' or 'cuda:N'. Source: ours.")
+    device: str = Field("auto", pattern=r"^(auto|cpu|mps|cuda(:\d+)?)$", description="'auto' (cuda if available, else cpu), 'cpu', 'cuda' or 'cuda:N'. Source: ours.")
     dtype: Literal["float32", "bfloat16", "float16"] = Field(
         "float32", description="Parameter dtype of the policy during training. Source: ours (float32 on CPU)."
     )
@@ -50,7 +51,7 @@ class TrainConfig(BaseModel):
         "On small shared CPU machines 1 is often several times faster for a tiny policy (measured 9 vs 150 ms per "
         "decode step on a loaded 2-core machine). Ours."
     )
-    seed: int = Field(0, description="Seed for torch, python random, task sampling and generation. Source: ours.")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="Seed for torch, python random, task sampling and generation. Source: ours.")
 
     # ----------------------------------------------------------------- rollouts
     tasks_per_batch: int = Field(
@@ -214,7 +215,7 @@ class TrainConfig(BaseModel):
 
     # ----------------------------------------------------------------- checkpoints
     checkpoint_dir: str = Field(
-        "checkpoints/erpo", description="Folder for checkpoints (model + optimizer + RNG + step + config) and the "
+        "checkpoints/erpo", min_length=1, description="Folder for checkpoints (model + optimizer + RNG + step + config) and the "
         "tiny base policy. Ours."
     )
     checkpoint_every: int = Field(
@@ -234,13 +235,28 @@ class TrainConfig(BaseModel):
     def from_file(cls, path: str | Path) -> "TrainConfig":
         """Read a YAML (.yaml/.yml) or JSON file. Unknown keys are an error."""
         p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"training config {p} does not exist; write a YAML/JSON file with TrainConfig fields")
-        text = p.read_text()
+        kind = "JSON" if p.suffix == ".json" else "YAML"
+        try:
+            if p.is_dir():
+                raise ConfigError(f"training config {p} is a directory: give a YAML/JSON file of TrainConfig fields, "
+                                  "e.g. --config train.yaml holding 'steps: 20'")
+            if not p.is_file():
+                raise ConfigError(f"training config {p} does not exist; write a YAML/JSON file with TrainConfig fields "
+                                  "(e.g. 'steps: 20'; every field is documented in autoforge/rl/config.py)")
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"training config {p} is not UTF-8 text ({e.reason} at byte {e.start}); save it as "
+                              f"UTF-8 {kind}") from e
+        except OSError as e:
+            raise ConfigError(f"cannot read training config {p}: {e.strerror or e}; make it readable or give "
+                              "another file") from e
         try:
             data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
         except (json.JSONDecodeError, yaml.YAMLError) as e:
-            raise ConfigError(f"training config {p} is not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {e}") from e
+            raise ConfigError(f"training config {p} is not valid {kind}: {e}") from e
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(f"training config {p} must be a mapping of TrainConfig fields (e.g. 'steps: 20'), "
+                              f"got a {type(data).__name__}")
         return cls.from_dict(data or {}, where=str(p))
 
     @classmethod
@@ -248,7 +264,23 @@ class TrainConfig(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as e:
-            raise ConfigError(f"training config {where} is invalid:\n{e}\nFields: {', '.join(cls.model_fields)}") from e
+            raise ConfigError(f"training config {where} is invalid: {_explain(cls, e)}") from e
+
+    def with_overrides(self, overrides: dict[str, Any], where: str = "overrides") -> "TrainConfig":
+        """This config with the fields in ``overrides`` replaced. A string value is read as the field's type
+        (``"20"`` for an int; ``null`` / ``none`` / empty for None; ``[a, b]`` or ``a,b`` for lists);
+        ``where`` names them in errors."""
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"{where} must be a mapping of TrainConfig fields to values, e.g. {{'steps': 20}}; "
+                              f"got a {type(overrides).__name__}")
+        fields = type(self).model_fields
+        unknown = [str(k) for k in overrides if k not in fields]
+        if unknown:
+            raise ConfigError(f"{where}: unknown TrainConfig field(s) {', '.join(unknown)}{_did_you_mean(unknown)}; "
+                              f"valid fields: {', '.join(fields)}")
+        data = self.model_dump(mode="json")
+        data.update({key: _field_value(type(self), key, value, where) for key, value in overrides.items()})
+        return type(self).from_dict(data, where=where)
 
     def to_file(self, path: str | Path) -> Path:
         p = Path(path)
@@ -260,3 +292,68 @@ class TrainConfig(BaseModel):
     def describe(cls) -> dict[str, str]:
         """Field name -> description (for CLI help and docs)."""
         return {name: f.description or "" for name, f in cls.model_fields.items()}
+
+
+# --------------------------------------------------------------------------- errors people can act on
+
+
+def _did_you_mean(names: list[str]) -> str:
+    close = [m for n in names for m in difflib.get_close_matches(n, TrainConfig.model_fields, n=1)]
+    return f" (did you mean {', '.join(close)}?)" if close else ""
+
+
+def _explain(cls: type[TrainConfig], err: ValidationError) -> str:
+    """One clause per problem: the field, what is wrong, the value given."""
+    parts, unknown = [], []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        if e["type"] == "extra_forbidden":
+            unknown.append(loc)
+        elif loc:
+            parts.append(f"{loc}: {e['msg']} (got {e.get('input')!r}; {loc} is {_type_text(cls, str(e['loc'][0]))})")
+        else:
+            parts.append(e["msg"].removeprefix("Value error, "))
+    if unknown:
+        parts.append(f"unknown field(s) {', '.join(unknown)}{_did_you_mean(unknown)}; valid fields: "
+                     f"{', '.join(cls.model_fields)}")
+    return "; ".join(parts)
+
+
+def _type_text(cls: type[TrainConfig], name: str) -> str:
+    """``int >= 0 (default 10)``: a field's type, bounds and default, for error messages."""
+    info = cls.model_fields.get(name)
+    if info is None:
+        return "not a field"
+    ann = info.annotation
+    text = ann.__name__ if isinstance(ann, type) else str(ann).replace("typing.", "")
+    bounds = [f"{sym} {getattr(m, attr)}" for m in info.metadata
+              for attr, sym in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<=")) if getattr(m, attr, None) is not None]
+    return f"{text}{' ' + ', '.join(bounds) if bounds else ''} (default {json.dumps(info.default)})"
+
+
+def _field_value(cls: type[TrainConfig], key: str, value: Any, where: str) -> Any:
+    """``value`` for field ``key``, a typed-in string read as the field's type; ConfigError saying the type."""
+    info = cls.model_fields[key]
+    typ = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    adapter = TypeAdapter(typ, config=ConfigDict(allow_inf_nan=False))
+    candidates = [value]
+    if isinstance(value, str) and value.strip().lower() in ("", "null", "none", "~"):
+        candidates.insert(0, None)  # an optional field: null; any other: validating None fails, the text is tried
+    if isinstance(value, str):
+        try:
+            candidates.append(yaml.safe_load(value))
+        except yaml.YAMLError:
+            pass
+        if value and "list" in str(info.annotation):
+            candidates.append([v.strip() for v in value.split(",") if v.strip()])
+    first: ValidationError | None = None
+    for candidate in candidates:
+        try:
+            adapter.validate_python(candidate)
+            return candidate
+        except ValidationError as e:
+            first = first or e
+    msg = first.errors()[0]["msg"] if first else "invalid value"
+    shown = info.default if isinstance(info.default, str) else json.dumps(info.default)
+    example = f"--set {key}={shown}" if where == "--set" else f"{{{key!r}: {info.default!r}}}"
+    raise ConfigError(f"{where} {key}={value!r}: {msg}; {key} is {_type_text(cls, key)}, e.g. {example}")

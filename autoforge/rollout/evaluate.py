@@ -61,6 +61,9 @@ def make_agent_factory(name: str, *, settings=None, temperature: float = 0.0, re
         client = openai_client(settings, name.split(":", 1)[1] if ":" in name else None, recorder)
         return (lambda: OpenAIAgent(client, temperature=temperature, max_tokens=max_new_tokens)), f"openai:{client.model}"
     if name.startswith("hf:"):
+        if not name[3:].strip():
+            raise ConfigError(f"agent {name!r} names no model directory: give hf:<model dir>, e.g. "
+                              "hf:runs/demo/checkpoints/base")
         if local_loader is None:
             raise ConfigError(f"agent {name!r} is a local model and no loader was given: use "
                               "autoforge.pipeline.evaluate.make_agent_factory (it loads the model through autoforge.rl)")
