@@ -557,3 +557,19 @@ def test_postgres_user_sql_is_refused_for_roles_that_can_read_server_files(postg
     with pytest.raises(ReadOnlyQueryError) as e:
         query(postgres["admin"], "SELECT pg_read_file('/etc/passwd')")
     assert "can read or write the server's files" in str(e.value) and "CREATE ROLE" in str(e.value)
+
+
+def test_a_healthy_file_shorter_than_its_block_count_is_not_called_damaged():
+    """DuckDB truncates free blocks off the end, so block_count * alloc is no lower bound on the size."""
+    import struct
+
+    from autoforge.warehouse.engine import _size_problem
+
+    head = bytearray(12288)
+    head[8:12] = b"DUCK"
+    struct.pack_into("<6Q", head, 4096, 0, 5, 0, 0, 24, 262144)  # newest header: catalog in block 0, 24 blocks
+    struct.pack_into("<6Q", head, 8192, 0, 4, 3, 0, 24, 262144)
+    assert _size_problem(bytes(head), 12288 + 21 * 262144) is None  # three free blocks truncated off
+    assert "whole" in _size_problem(bytes(head), 12288 + 21 * 262144 // 2)
+    struct.pack_into("<6Q", head, 4096, 0, 5, 20, 0, 24, 262144)  # catalog in block 20
+    assert "catalog" in _size_problem(bytes(head), 12288 + 10 * 262144)

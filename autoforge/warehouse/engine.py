@@ -215,24 +215,36 @@ def check_duckdb_file(path: Path) -> None:
         raise WarehouseError(f"cannot read warehouse {path}: {exc}. Check its permissions, or point --warehouse at another file.") from exc
     if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
         raise corrupt_file_error(path, "the file does not start with DuckDB's header" if head else "the file is empty")
-    expected = _described_size(head)
     size = path.stat().st_size
-    if expected is not None and size < expected:
-        raise corrupt_file_error(path, f"the file is {size} bytes but its header describes {expected}: it was cut short")
+    problem = _size_problem(head, size)
+    if problem:
+        raise corrupt_file_error(path, f"the file is {size} bytes but {problem}: it was cut short")
 
 
-def _described_size(head: bytes) -> int | None:
-    """The file size DuckDB's newest database header describes (12 KiB of headers + blocks), if it can tell.
+def _size_problem(head: bytes, size: int) -> str | None:
+    """Why a file of ``size`` bytes cannot hold the database DuckDB's newest header describes, if it can tell.
 
     Each of the two database headers (at 4 KiB and 8 KiB) holds, as little-endian u64:
     checksum, iteration, meta_block, free_list, block_count, block_alloc_size, ... The one
-    with the higher iteration is current. Values that do not look like that format give None.
+    with the higher iteration is current. A healthy file is the 12 KiB of headers plus whole
+    blocks (``block_count`` is no bound: DuckDB truncates free blocks off the end), and the
+    catalog's block (``meta_block``: block id in the low 56 bits) lies inside it. A file cut
+    mid-block, or before its catalog, is damaged; a cut exactly at a block boundary past the
+    catalog is caught by DuckDB when the missing block is read. Headers that do not look like
+    that format say nothing.
     """
     if len(head) < _HEADERS_SIZE:
-        return _HEADERS_SIZE
+        return f"its headers need {_HEADERS_SIZE}"
     headers = [struct.unpack_from("<6Q", head, offset) for offset in (4096, 8192)]
-    _checksum, _iteration, _meta, _free, blocks, alloc = max(headers, key=lambda h: h[1])
-    return _HEADERS_SIZE + blocks * alloc if _plausible(blocks, alloc) else None
+    _checksum, _iteration, meta, _free, blocks, alloc = max(headers, key=lambda h: h[1])
+    if not _plausible(blocks, alloc):
+        return None
+    if (size - _HEADERS_SIZE) % alloc:
+        return f"a DuckDB file is {_HEADERS_SIZE} bytes of headers plus whole {alloc}-byte blocks"
+    block = meta & ((1 << 56) - 1)
+    if meta != (1 << 64) - 1 and block < blocks and size < _HEADERS_SIZE + (block + 1) * alloc:
+        return f"its catalog lies in block {block}, beyond the end"
+    return None
 
 
 def _plausible(blocks: int, alloc: int) -> bool:
