@@ -12,7 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from autoforge.envs import naming, sandbox
+from autoforge.llm.messages import clip
 from autoforge.llm.prompting import msgs, register, tool_brief
+
+MAX_FAILURE_CHARS = 4000  # of a check's message in a repair prompt: the cause, not a whole runaway output
 
 
 @register("state_schema")
@@ -99,4 +102,4 @@ def tool_repair(tool: Any, schema: Any, source: str, failure: str, *, contract: 
         "cause named in `failure`, and return the whole corrected function. " + contract
     )
     return msgs(system, {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names),
-                         "state_schema": schema, "source": source, "failure": failure})
+                         "state_schema": schema, "source": source, "failure": clip(failure, MAX_FAILURE_CHARS)})

@@ -14,14 +14,35 @@ number of times. Two backends, one set of checks (:mod:`autoforge.envs.checks`):
 Either way the sample state comes from :func:`autoforge.envs.sample.sample_state` (ids,
 names, emails, dates, amounts, statuses, consistent references) and every tool is smoke-called
 on it in the sandbox. Library code only: the flow and the CLI persist the results.
+
+A bad tool never crashes the stage, whatever the checks underneath raise or return:
+
+* anything raised while one tool is checked (``RecursionError`` from 500-deep code,
+  ``MemoryError``, ``OverflowError``, ``ValueError`` from a non-JSON output, a ``jsonschema`` /
+  ``referencing`` error from a dangling ``$ref``, ``SandboxError``, ...) is that tool's failed
+  check (:func:`raised_check`: a reason such as ``too_deep``, ``invalid_output_schema``,
+  ``check_error``, and a hint), stored as a :class:`Rejection` and, on the LLM path, sent back
+  for repair like any other failure;
+* anything raised while a rule is probed marks that tool's enforced rules ``probe: failed``;
+* anything else raised for one environment (a schema the sampler cannot fill, a bug) is that
+  environment's failure (:func:`failed_environment`: status ``failed``, a ``environment_error``
+  rejection with the exception and where it was raised, :attr:`SynthesisResult.error`).
+  ``KeyboardInterrupt`` and ``SystemExit`` are not caught.
+
+:attr:`SynthesisResult.problem` says when a result tells more about the run than about the code
+(the synthesis raised, or every tool was rejected for a sandbox reason, :data:`SYSTEMIC_REASONS`);
+the pipeline (:mod:`autoforge.pipeline.synthesize`) fails the run for it and never lets such a
+result replace better stored rows.
 """
 
 from __future__ import annotations
 
+import sys
+import traceback
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from autoforge.envs import prompts
 from autoforge.envs.canonical import canonical_specs
@@ -34,6 +55,7 @@ from autoforge.envs.compute import compute_draft
 from autoforge.envs.templates import offline_tool_code
 from autoforge.tooldocs.schema import props
 from autoforge.errors import ConfigError, LLMError
+from autoforge.llm.messages import clip, json_depth
 from autoforge.types import (
     CollectionSpec,
     EnvironmentRecord,
@@ -54,16 +76,35 @@ STAGE = "synthesize"
 # owned by the synthesis prompts (autoforge.envs.prompts) and built from the sandbox's constants.
 TOOL_CODE_CONTRACT = prompts.TOOL_CODE_CONTRACT
 
+# Bounds on one LLM reply for a tool: a longer source or a deeper output schema is invalid and goes
+# back to the model (the client's repair), before any check has to parse or walk it.
+MAX_SOURCE_CHARS = 50_000
+MAX_SCHEMA_DEPTH = 32
+
+# Rejection reasons that blame the sandbox, its limits or the checks, not the code: an environment
+# whose every tool failed for one of these says the run is broken (SynthesisResult.problem).
+# check_error: the checks raised something unexpected instead of giving a verdict (raised_check).
+SYSTEMIC_REASONS = frozenset({"sandbox_error", "timeout", "memory_limit", "check_error"})
+
 
 class ToolCodeReply(BaseModel):
     """The LLM's answer for one tool (step ``tool_code`` / ``tool_repair``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    source: str = Field(description="the whole Python source of the function")
+    source: str = Field(max_length=MAX_SOURCE_CHARS, description="the whole Python source of the function")
     effect: Literal["read", "write"] = Field(description="write if the tool changes state")
-    collection: str | None = Field(default=None, description="the main collection it reads or writes")
+    collection: str | None = Field(default=None, max_length=200, description="the main collection it reads or writes")
     output_schema: dict[str, Any] | None = Field(default=None, description="JSON Schema of the success output")
+
+    @field_validator("output_schema")
+    @classmethod
+    def _flat_enough(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        depth = json_depth(value)
+        if depth > MAX_SCHEMA_DEPTH:
+            raise ValueError(f"output_schema nests {depth} levels deep, over the limit of {MAX_SCHEMA_DEPTH}; "
+                             "describe the output with a flatter schema (or leave output_schema out)")
+        return value
 
 
 @dataclass
@@ -75,10 +116,25 @@ class SynthesisResult:
     rejections: list[Rejection]
     llm_calls: list[LLMCall] = field(default_factory=list)
     rules: list[ToolRule] = field(default_factory=list)  # rules the tools' prose states (autoforge.envs.rules)
+    error: str | None = None  # the synthesis of this environment raised: what, and where (failed_environment)
 
     @property
     def accepted(self) -> list[ToolCode]:
         return [t for t in self.tools if t.status == "accepted"]
+
+    @property
+    def problem(self) -> str | None:
+        """Why this result says more about the run than about the code, or None: the synthesis
+        raised (:attr:`error`), or every tool was rejected for a sandbox reason (:data:`SYSTEMIC_REASONS`)."""
+        if self.error:
+            return self.error
+        reasons = sorted({(t.reason or "").split(":")[0] for t in self.tools})
+        if self.tools and not self.accepted and set(reasons) <= SYSTEMIC_REASONS:
+            return (f"every tool of {self.environment.name} was rejected for a sandbox reason ({', '.join(reasons)}), "
+                    "so the sandbox, its limits or the checks are broken, not the code: check AUTOFORGE_TOOL_TIMEOUT "
+                    "and AUTOFORGE_TOOL_MEMORY_MB, that sandbox workers can start, and the rejections' details; "
+                    "then re-run")
+        return None
 
     def records(self) -> list[Any]:
         return [self.environment, *self.tools, *self.rejections, *self.llm_calls, *self.rules]
@@ -91,6 +147,7 @@ class SynthesisResult:
             "acceptance": round(env.n_tools_accepted / env.n_tools, 3) if env.n_tools else 0.0,
             "rejected": {t.name: t.reason for t in self.tools if t.status == "rejected"},
             "rules": rule_counts(self.rules),
+            "problem": self.problem,
         }
 
 
@@ -111,13 +168,42 @@ def synthesize_environment(toolset: ToolSet, specs: list[ToolSpec], *, client: A
     specs = toolset_specs(toolset, specs)
     if not specs:
         raise ConfigError(f"tool set {toolset.name!r} ({toolset.toolset_id}) has no tool specs; ingest its docs first")
-    if client is None or getattr(client, "is_offline", True):
-        return _synthesize_offline(toolset, specs, run_id)
-    if settings is None:
+    offline = client is None or getattr(client, "is_offline", True)
+    backend = "offline" if offline else f"openai:{getattr(client, 'model', 'unknown')}"
+    if settings is None and not offline:
         from autoforge.settings import get_settings
 
         settings = get_settings()
-    return _synthesize_llm(toolset, specs, client, run_id, settings)
+    try:
+        if offline:
+            return _synthesize_offline(toolset, specs, run_id)
+        return _synthesize_llm(toolset, specs, client, run_id, settings)
+    except Exception as exc:  # noqa: BLE001 - one broken environment is its failure, not the stage's
+        return failed_environment(toolset, backend, exc, run_id)
+
+
+def failed_environment(toolset: ToolSet, backend: str, exc: BaseException, run_id: str | None,
+                       where: str = "synthesizing") -> SynthesisResult:
+    """The result of an environment whose synthesis raised ``exc``: status failed, no tools, one
+    ``environment_error`` rejection saying what was raised and where (the innermost frames), and
+    :attr:`SynthesisResult.error`. Its id is the tool set's failed id, so it never replaces a good row."""
+    what = f"{where} environment {toolset.name} ({backend}) raised {describe(exc, 1000)}"
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    at = "; ".join(f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name}" for f in frames)
+    error = f"{what} (at {at})" if at else what
+    result = _failed(toolset, backend, "environment_error",
+                     error + ". A bug or an input the synthesis cannot handle: the other environments are unaffected; "
+                             "report it with this message", run_id)
+    result.error = error
+    return result
+
+
+def _failed(toolset: ToolSet, backend: str, reason: str, detail: str, run_id: str | None) -> SynthesisResult:
+    """An environment that has no state schema or tools: one rejection ``reason`` with ``detail``."""
+    env_id = content_id("env", toolset.toolset_id, backend, "failed")
+    rej = Rejection(rejection_id=content_id("rej", STAGE, toolset.toolset_id, reason), stage=STAGE,
+                    item_id=toolset.toolset_id, reason=reason, detail=detail[:4000], run_id=run_id)
+    return _finish(toolset, backend, StateSchema(collections=[]), {}, env_id, [], [rej], run_id, reason=detail[:2000])
 
 
 def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | None) -> SynthesisResult:
@@ -141,7 +227,8 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
                         collection=draft.collection, parameters=spec.parameters, output_schema=draft.output_schema,
                         output_schema_source="documented" if spec.output_schema else "derived",
                         run_id=run_id, function_name=draft.function_name, arg_map=arg_map)
-        res = smoke_until_success(tool, spec, state, schema, draft.collection, plans[spec.name].kind)
+        res = guarded_check(f"checking tool {spec.name}",
+                            lambda: smoke_until_success(tool, spec, state, schema, draft.collection, plans[spec.name].kind))
         if not res.ok:
             tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
             rejections.append(_rejection(env_id, spec, res, 1, run_id))
@@ -154,25 +241,56 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
 def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list[ToolCode], state: dict,
                    schema: StateSchema, plans: dict, cspecs: list[ToolSpec], run_id: str | None) -> list[ToolRule]:
     """Every tool's prose rules as records; each rule the accepted code enforces is probed in the sandbox."""
-    from autoforge.envs.runtime import Environment
-
     out: list[ToolRule] = []
-    accepted = [t for t in tools if t.status == "accepted"]
-    env = None
-    try:
+    with _Probes([t for t in tools if t.status == "accepted"], env_id) as probes:
         for spec, cspec, draft, tool in zip(specs, cspecs, drafts, tools):
             public = dict(zip(props(cspec.parameters), props(spec.parameters)))  # canonical -> public names
             rows = [_public_names(r, public) for r in tool_rules(env_id, spec, draft.rules, run_id)]
             if tool.status != "accepted":
                 rows = [r.model_copy(update={"enforcement": "not enforced"}) for r in rows]
-            elif any(r.enforcement == "code" for r in rows):
-                env = env or Environment(accepted, env_id=env_id)
-                rows = _probe(env, tool, spec, rows, state, schema, plans[cspec.name].kind)
+            else:
+                rows = probes.run(tool, spec, rows, state, schema, plans[cspec.name].kind)
             out += rows
-    finally:
-        if env is not None:
-            env.close()
     return out
+
+
+class _Probes:
+    """The rule probes of one environment, on one sandboxed Environment of its accepted tools,
+    opened at the first tool that has an enforced rule. A probe that raises (the sandbox, the
+    tool's output) marks that tool's enforced rules ``probe: failed`` with what was raised, and
+    the next probe gets a fresh Environment."""
+
+    def __init__(self, accepted: list[ToolCode], env_id: str):
+        self.accepted, self.env_id, self.env = accepted, env_id, None
+
+    def run(self, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
+            kind: str) -> list[ToolRule]:
+        if not any(r.enforcement == "code" for r in rows):
+            return rows
+        from autoforge.envs.runtime import Environment
+
+        try:
+            self.env = self.env or Environment(self.accepted, env_id=self.env_id)
+            return _probe(self.env, tool, spec, rows, state, schema, kind)
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot run fails its rules, not the stage
+            self.close()
+            detail = f"the probe of {tool.name} raised {describe(exc)}"
+            return [r.model_copy(update={"probe": "failed", "probe_detail": detail}) if r.enforcement == "code" else r
+                    for r in rows]
+
+    def close(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001, S110 - a sandbox that will not close is gone already
+                pass
+
+    def __enter__(self) -> "_Probes":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def _probe(env: Any, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
@@ -248,6 +366,43 @@ def smoke_until_success(tool: ToolCode, spec: ToolSpec, state: dict, schema: Sta
     return first
 
 
+def guarded_check(where: str, check: Callable[[], CheckResult]) -> CheckResult:
+    """``check()``, or :func:`raised_check` of whatever it raised: a bad tool is rejected, never a crash."""
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - see the module docstring
+        return raised_check(exc, where)
+
+
+def describe(exc: BaseException, limit: int = 500) -> str:
+    """``Type: message`` of ``exc``, clipped; safe for exceptions whose ``str()`` itself raises."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - e.g. a referencing error built without its resource
+        text = f"(its message could not be formatted; args {clip(repr(getattr(exc, 'args', ())), limit)})"
+    return f"{type(exc).__name__}: {clip(text, limit) or '(no message)'}"
+
+
+def raised_check(exc: BaseException, where: str, arguments: dict | None = None) -> CheckResult:
+    """The failed check that ``where`` raising ``exc`` stands for: a reason, what was raised, and
+    how the code can avoid it (the LLM repairs from this text)."""
+    if isinstance(exc, RecursionError):
+        reason, hint = "too_deep", (f"the code, its output or its output schema nests deeper than the checks can follow "
+                                    f"(Python's recursion depth limit is {sys.getrecursionlimit()}); flatten deeply "
+                                    "nested expressions, brackets and data")
+    elif isinstance(exc, MemoryError):
+        reason, hint = "memory_limit", "checking it ran out of memory; build smaller values"
+    elif type(exc).__module__.split(".")[0] in ("jsonschema", "referencing"):
+        reason, hint = "invalid_output_schema", ("the declared output_schema is not usable JSON Schema (every $ref must "
+                                                 "resolve inside the schema itself); fix it or leave it out")
+    elif isinstance(exc, OverflowError):
+        reason, hint = "check_error", "a number is out of range; numbers must fit a 64-bit float"
+    else:
+        reason, hint = "check_error", ("the checks could not handle the code or its output; return plain JSON values "
+                                       "(numbers that fit a 64-bit float, strings, lists, dicts)")
+    return CheckResult(False, reason, f"{where} raised {describe(exc)}; {hint}", arguments or {})
+
+
 def _env_id(toolset: ToolSet, schema: StateSchema, sources: list[str]) -> str:
     return content_id("env", toolset.toolset_id, schema.model_dump(mode="json"), sorted(sources))
 
@@ -279,11 +434,7 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
     try:
         schema = normalize_schema(client.structured("state_schema", prompts.state_schema(toolset.name, specs), StateSchema))
     except (LLMError, ConfigError) as e:
-        env_id = content_id("env", toolset.toolset_id, backend, "failed")
-        rej = Rejection(rejection_id=content_id("rej", STAGE, toolset.toolset_id, "state_schema_failed"), stage=STAGE,
-                        item_id=toolset.toolset_id, reason="state_schema_failed", detail=str(e)[:4000], run_id=run_id)
-        return _finish(toolset, backend, StateSchema(collections=[]), {}, env_id, [], [rej], run_id,
-                       reason=f"state schema generation failed: {e}")
+        return _failed(toolset, backend, "state_schema_failed", f"state schema generation failed: {e}", run_id)
     state = sample_state(schema)
     schema_json = schema.model_dump(mode="json", exclude_none=True)
     max_repairs = max(0, int(settings.llm_max_repairs))
@@ -296,17 +447,20 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
         messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT,
                                      rules=_rule_briefs(spec, schema), **names)
         for attempt in range(1, max_repairs + 2):
+            step = "tool_code" if attempt == 1 else "tool_repair"
             try:
-                reply = client.structured("tool_code" if attempt == 1 else "tool_repair", messages, ToolCodeReply)
-            except LLMError as e:
-                res = CheckResult(False, "llm_error", str(e))
+                reply = client.structured(step, messages, ToolCodeReply)
+            except Exception as e:  # noqa: BLE001 - LLMError, or whatever a client lets through: the tool's failure
+                res = CheckResult(False, "llm_error", str(e) if isinstance(e, LLMError) else
+                                  f"LLM step {step} for {spec.name} raised {describe(e, 1000)}")
                 failures.append((res, attempt))
                 tool = _llm_tool(spec, tool.source if tool else "", None, run_id, attempt).model_copy(
                     update={"status": "rejected", "reason": res.message()[:2000]})
                 break
             tool = _llm_tool(spec, reply.source, reply, run_id, attempt)
             main = reply.collection if reply.collection in {c.name for c in schema.collections} else None
-            res = check_tool(tool, state, sample_arguments(spec.parameters, state, schema, main))
+            res = guarded_check(f"checking tool {spec.name} (attempt {attempt})",
+                                lambda: check_tool(tool, state, sample_arguments(spec.parameters, state, schema, main)))
             if res.ok:
                 break
             failures.append((res, attempt))
@@ -332,27 +486,17 @@ def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state:
     rule whose probe fails stays recorded, enforcement "code" with probe "failed": the LLM was
     asked to enforce it and did not."""
     from autoforge.envs.rules import ENFORCED_KINDS, is_argument_rule, parse_rules
-    from autoforge.envs.runtime import Environment
 
-    accepted = [t for t in tools if t.status == "accepted"]
     by_name = {c.name: c for c in schema.collections}
     out: list[ToolRule] = []
-    env = None
-    try:
+    with _Probes([t for t in tools if t.status == "accepted"], env_id) as probes:
         for spec, tool in zip(specs, tools):
             coll = by_name.get(tool.collection or "")
             parsed = parse_rules(spec, coll)
             for r in parsed:
                 if tool.status == "accepted" and (r.kind in ENFORCED_KINDS or is_argument_rule(r)):
                     r.enforcement = "code"
-            rows = tool_rules(env_id, spec, parsed, run_id)
-            if any(r.enforcement == "code" for r in rows):
-                env = env or Environment(accepted, env_id=env_id)
-                rows = _probe(env, tool, spec, rows, state, schema, "llm")
-            out += rows
-    finally:
-        if env is not None:
-            env.close()
+            out += probes.run(tool, spec, tool_rules(env_id, spec, parsed, run_id), state, schema, "llm")
     return out
 
 
@@ -442,6 +586,7 @@ def acceptance_table(results: list[SynthesisResult]) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "SynthesisResult", "ToolCodeReply", "TOOL_CODE_CONTRACT", "acceptance_table", "normalize_schema",
-    "select_toolsets", "smoke_arguments", "synthesize_all", "synthesize_environment", "toolset_specs",
+    "SYSTEMIC_REASONS", "SynthesisResult", "ToolCodeReply", "TOOL_CODE_CONTRACT", "acceptance_table", "describe",
+    "failed_environment", "guarded_check", "normalize_schema", "raised_check", "select_toolsets", "smoke_arguments",
+    "synthesize_all", "synthesize_environment", "toolset_specs",
 ]

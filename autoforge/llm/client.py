@@ -7,8 +7,10 @@ model through this client. They branch on ``client.is_offline``.
 - :class:`OpenAIClient` talks to any OpenAI-compatible server (vLLM, SGLang, Ollama, OpenAI,
   DashScope). ``structured()`` asks for JSON matching a pydantic model (``response_format``
   ``json_schema``; falls back to ``json_object`` and then to the schema in the prompt when
-  the server rejects it) and validates the reply itself; an invalid reply goes back with the
-  validation error, at most ``max_repairs`` times (``AUTOFORGE_LLM_MAX_REPAIRS``). Transient
+  the server rejects it) and validates the reply itself; an invalid reply (not JSON, not the
+  model, longer than ``messages.MAX_REPLY_CHARS`` or nested deeper than ``messages.MAX_JSON_DEPTH``)
+  goes back with the validation error, at most ``max_repairs`` times
+  (``AUTOFORGE_LLM_MAX_REPAIRS``); what is stored and echoed of it is clipped. Transient
   failures are retried with bounded exponential backoff (:mod:`autoforge.llm.retry`,
   ``AUTOFORGE_LLM_MAX_RETRIES``). Every request and every cache hit is recorded as an
   :class:`~autoforge.types.LLMCall`; identical repeats are answered from the cache.
@@ -32,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from autoforge.errors import ConfigError, LLMError
 from autoforge.llm.cache import ResponseCache, prompt_hash
 from autoforge.llm.messages import (
+    clip,
     format_validation_error,
     parse_json_content,
     repair_message,
@@ -242,13 +245,18 @@ class OpenAIClient:
             try:
                 if content is None and getattr(message, "refusal", None):
                     raise ValueError(f"the model refused: {message.refusal}")
+                if content is not None and not isinstance(content, str):
+                    raise ValueError(f"the reply content is a {type(content).__name__}, not text")
                 data = parse_json_content(content)
                 obj = response_model.model_validate(data)
-            except ValueError as exc:  # includes pydantic.ValidationError
-                problem = format_validation_error(exc)
-                # wrapped: a JSON column cannot hold arbitrary text
-                self._record(step, key, sent, "invalid", response={"raw": content}, tokens=tokens, t0=t_req, error=problem)
-                convo = convo + [{"role": "assistant", "content": content or ""}, repair_message(response_model, problem)]
+            except (ValueError, RecursionError) as exc:  # ValueError includes pydantic.ValidationError
+                problem = format_validation_error(exc) if isinstance(exc, ValueError) else (
+                    f"the reply nests too deeply to validate ({exc}); reply with a flatter JSON object")
+                # wrapped: a JSON column cannot hold arbitrary text; clipped: a runaway reply is not stored whole
+                self._record(step, key, sent, "invalid", response={"raw": clip(content)}, tokens=tokens, t0=t_req,
+                             error=problem)
+                convo = convo + [{"role": "assistant", "content": clip(content) or ""},
+                                 repair_message(response_model, problem)]
                 continue
             self._record(step, key, sent, "ok", response=data, tokens=tokens, t0=t_req)
             if self.cache is not None:

@@ -49,29 +49,82 @@ _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?```\s*$", re.S)
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
 
+# What a structured reply may be: longer or deeper replies are invalid (sent back for repair), so
+# a runaway model cannot make the parser, the checks or the warehouse recurse or swell without end.
+MAX_REPLY_CHARS = 1_000_000
+MAX_JSON_DEPTH = 64
+
+
+def json_depth(value: Any) -> int:
+    """How deeply ``value`` nests (a scalar 0, ``[]`` 1, ``{"a": [1]}`` 2); iterative, so any depth is safe."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        elif not isinstance(v, (list, tuple)):
+            continue
+        deepest = max(deepest, d)
+        stack.extend((x, d + 1) for x in v)
+    return deepest
+
+
 def parse_json_content(text: str | None) -> Any:
     """Parse the JSON object in a model's reply.
 
     Tolerates what servers without enforced structured output commonly add: a
     ``<think>...</think>`` block, a Markdown code fence, prose around one ``{...}`` object.
-    Raises ``ValueError`` with a short reason when there is no JSON to be found.
+    Raises ``ValueError`` with a short reason when there is no JSON to be found, and when the
+    reply is longer than :data:`MAX_REPLY_CHARS` or nests deeper than :data:`MAX_JSON_DEPTH`.
     """
     if text is None or not text.strip():
         raise ValueError("the reply is empty; expected a JSON object")
+    if len(text) > MAX_REPLY_CHARS:
+        raise ValueError(f"the reply is {len(text):,} characters long, over the limit of {MAX_REPLY_CHARS:,}; "
+                         "reply with a much shorter JSON object")
     s = _THINK.sub("", text).strip()
     m = _FENCE.match(s)
     if m:
         s = m.group(1).strip()
     try:
-        return json.loads(s)
+        data = _loads(s)
     except ValueError as first:
         start, end = s.find("{"), s.rfind("}")
+        data = None
         if 0 <= start < end:
             try:
-                return json.loads(s[start : end + 1])
+                data = _loads(s[start : end + 1])
             except ValueError:
                 pass
-        raise ValueError(f"the reply is not valid JSON ({first.msg} at char {first.pos})") from None
+        if data is None:
+            raise ValueError(f"the reply is not valid JSON ({_why(first)})") from None
+    depth = json_depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise ValueError(f"the reply nests {depth} levels deep, over the limit of {MAX_JSON_DEPTH}; "
+                         "reply with a flatter JSON object")
+    return data
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` whose recursion on absurdly deep input is a ``ValueError`` like any other bad JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"it nests deeper than the JSON parser can follow; the limit is {MAX_JSON_DEPTH} levels, "
+                         "reply with a flatter JSON object") from None
+
+
+def _why(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at char {exc.pos}"
+    return str(exc)
+
+
+def clip(text: str | None, limit: int = 20_000) -> str | None:
+    """``text`` cut to ``limit`` characters, saying how much was cut (stored and echoed replies)."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"... [{len(text) - limit:,} more characters cut]"
 
 
 def format_validation_error(exc: ValidationError | ValueError, limit: int = 12) -> str:

@@ -63,4 +63,9 @@ def drain_calls(client: Any, run_id: str | None) -> list[LLMCall]:
     drain = getattr(getattr(client, "recorder", None), "drain", None)
     if drain is None:
         return []
-    return [c.model_copy(update={"run_id": c.run_id or run_id}) for c in drain()]
+    return stamped(drain(), run_id)
+
+
+def stamped(calls: list[LLMCall], run_id: str | None) -> list[LLMCall]:
+    """``calls`` with ``run_id`` where they have none."""
+    return [c if c.run_id or not run_id else c.model_copy(update={"run_id": run_id}) for c in calls]

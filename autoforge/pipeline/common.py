@@ -42,9 +42,10 @@ class HasRecords(Protocol):
     def records(self) -> list[Any]: ...
 
 
-def persist(warehouse: str | None, results: Iterable[HasRecords], run: Run) -> dict[str, int]:
-    """The stage's ONE write: every record of every environment's result, and the run row."""
-    return write_records(warehouse, [rec for res in results for rec in res.records()], run=run)
+def persist(warehouse: str | None, results: Iterable[HasRecords], run: Run, *, extra: Iterable[Any] = ()) -> dict[str, int]:
+    """The stage's ONE write: every record of every environment's result, ``extra`` records (e.g.
+    the LLM calls of a result that is not written), and the run row."""
+    return write_records(warehouse, [*(rec for res in results for rec in res.records()), *extra], run=run)
 
 
 def finish(run: Run, counts: dict[str, Any], failed: bool = False) -> Run:

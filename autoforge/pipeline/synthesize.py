@@ -1,8 +1,33 @@
 """Stage 2 over the warehouse: tool sets -> environments (state schema + checked tool code).
 
 ``load`` reads the tool sets and their specs, :func:`synthesize_one` is the per-environment unit
-(a Prefect task or a worker process runs it; it builds its own LLM client), :func:`persist`
+(a Prefect task or a worker process runs it; it builds its own LLM client), :func:`persist_results`
 writes every environment, tool, rejection and LLM call in one transaction.
+
+What a failure leaves behind:
+
+* **One environment raises** (anything but ``KeyboardInterrupt``/``SystemExit``): it becomes that
+  environment's failure with its reason (:func:`autoforge.envs.synthesis.failed_environment`, a
+  row with the tool set's *failed* id and an ``environment_error`` rejection); the others are
+  written; the run is ``failed``.
+* **The stage itself raises** (an interrupt, the write failing): the LLM calls already made —
+  those of finished environments and of the one in progress — are written with the run row
+  (``failed``) before the exception goes on, so what was paid for is never lost. The LLM backend
+  reads the warehouse's ``llm_calls`` as its response cache (:func:`load_llm_cache`): a re-run
+  sends no request that was answered before, and the calls it records are new rows (``cached``),
+  never a second copy of an old one (ids are unique).
+* **A re-run never makes an environment worse.** Re-running on a synthesized environment is an
+  upsert: the same tool set, state schema and tool sources give the same ``env_id`` and
+  ``code_id`` values, so the new rows replace the stored ones. The one exception, the *keep rule*: when
+  the warehouse holds an environment with the same ``env_id`` that accepted **more** tools than
+  this run's result, that result is not written (neither the environment, nor its tools, rules
+  or rejections; its LLM calls are). Same ``env_id`` means the same code, so a worse verdict
+  comes from the surroundings (``AUTOFORGE_TOOL_TIMEOUT=-1``, a sandbox that cannot start, an
+  overloaded machine), never from the code. The environment is reported in ``kept`` with the
+  reason, the run is ``failed`` and the summary's ``status`` says so.
+* **Every tool rejected for a sandbox reason** (``SYSTEMIC_REASONS``: sandbox_error, timeout,
+  memory_limit, check_error) with no better row stored: the failed environment is written (nothing better
+  exists) and the run is ``failed`` (:attr:`SynthesisResult.problem`).
 """
 
 from __future__ import annotations
@@ -13,10 +38,20 @@ from pydantic import Field
 
 from autoforge.dags.graph import build_graph, is_key_param, key_fields, required_params
 from autoforge.dags.sample import unreachable_writes
-from autoforge.envs.synthesis import SynthesisResult, acceptance_table, select_toolsets, synthesize_environment, toolset_specs
+from autoforge.envs.synthesis import (
+    SynthesisResult,
+    acceptance_table,
+    describe,
+    failed_environment,
+    select_toolsets,
+    synthesize_environment,
+    toolset_specs,
+)
 from autoforge.errors import ConfigError
-from autoforge.pipeline.common import StageParams, persist
-from autoforge.types import Run, ToolSet, ToolSpec
+from autoforge.llm.messages import clip
+from autoforge.llm.record import MemoryRecorder, stamped
+from autoforge.pipeline.common import StageParams, ids_clause, persist
+from autoforge.types import EnvironmentRecord, LLMCall, Run, ToolSet, ToolSpec
 from autoforge.warehouse import query, read_records, table_exists
 
 STAGE = "synthesize"
@@ -50,21 +85,37 @@ def load(warehouse: str | None, params: SynthesizeParams) -> list[tuple[ToolSet,
     return [(ts, mine) for ts in toolsets if (mine := toolset_specs(ts, specs))]
 
 
-def make_client(backend: str, settings: Any = None):
-    """The LLM client for ``backend`` with an in-memory call recorder (drained into the result)."""
-    from autoforge.llm import MemoryRecorder, get_client
+def make_client(backend: str, settings: Any = None, *, cache: Any = None, recorder: MemoryRecorder | None = None):
+    """The LLM client for ``backend`` with an in-memory call recorder (drained into the result) and
+    ``cache`` (the warehouse's, :func:`load_llm_cache`; None: no cache)."""
+    from autoforge.llm import get_client
 
-    recorder = MemoryRecorder()
-    return get_client(settings, backend=backend, recorder=recorder), recorder
+    recorder = recorder if recorder is not None else MemoryRecorder()
+    return get_client(settings, backend=backend, recorder=recorder, cache=cache), recorder
+
+
+def load_cache(warehouse: str | None, backend: str) -> Any:
+    """The LLM response cache for ``backend`` from the warehouse's ``llm_calls``; None offline."""
+    if backend in (None, "", "offline"):
+        return None
+    from autoforge.pipeline.llm_cache import load_llm_cache
+
+    return load_llm_cache(warehouse)
 
 
 def synthesize_one(toolset: ToolSet, specs: list[ToolSpec], backend: str = "offline", run_id: str | None = None,
-                   settings: Any = None) -> SynthesisResult:
-    """One environment with its own client."""
-    client, recorder = make_client(backend, settings)
-    result = synthesize_environment(toolset, specs, client=client, run_id=run_id, settings=settings)
-    result.llm_calls = [c.model_copy(update={"run_id": c.run_id or run_id}) for c in recorder.drain()]
-    return with_reachability(result)
+                   settings: Any = None, *, cache: Any = None, recorder: MemoryRecorder | None = None) -> SynthesisResult:
+    """One environment with its own client (answering from ``cache`` where it can). Whatever the
+    synthesis raises (``Exception``) is this environment's failure; its LLM calls are in the result
+    either way. ``recorder``: where the client records, so a caller can still drain the calls of an
+    environment that was interrupted (:func:`run` does)."""
+    client, recorder = make_client(backend, settings, cache=cache, recorder=recorder)
+    try:
+        result = with_reachability(synthesize_environment(toolset, specs, client=client, run_id=run_id, settings=settings))
+    except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the stage
+        result = failed_environment(toolset, getattr(client, "name", backend), exc, run_id)
+    result.llm_calls = stamped(recorder.drain(), run_id)
+    return result
 
 
 def with_reachability(result: SynthesisResult) -> SynthesisResult:
@@ -86,10 +137,14 @@ def with_reachability(result: SynthesisResult) -> SynthesisResult:
     return result
 
 
-def finish_run(run: Run, results: list[SynthesisResult], failed: bool = False) -> Run:
+def finish_run(run: Run, results: list[SynthesisResult], failed: bool = False, kept: dict[str, str] | None = None) -> Run:
+    """The run row: ``failed`` when a unit was lost (``failed``), a result was kept back (``kept``)
+    or a result has a :attr:`~SynthesisResult.problem`."""
     envs = [r.environment for r in results]
+    kept = kept or {}
+    problems = sum(r.problem is not None for r in results)
     return run.finish(
-        "failed" if failed else "completed",
+        "failed" if failed or kept or problems else "completed",
         environments=len(envs),
         ready=sum(e.status == "ready" for e in envs),
         partial=sum(e.status == "partial" for e in envs),
@@ -97,16 +152,69 @@ def finish_run(run: Run, results: list[SynthesisResult], failed: bool = False) -
         tools=sum(e.n_tools for e in envs),
         tools_accepted=sum(e.n_tools_accepted for e in envs),
         rejections=sum(len(r.rejections) for r in results),
+        problems=problems,
+        kept=len(kept),
     )
 
 
-def summary(results: list[SynthesisResult], run: Run, written: dict[str, int] | None = None) -> dict[str, Any]:
+def kept_back(warehouse: str | None, results: list[SynthesisResult]) -> dict[str, str]:
+    """The keep rule (module docstring): env_id -> why, for each result whose env_id the warehouse
+    holds with more accepted tools. Those results must not be written."""
+    if not results or not table_exists(warehouse, "environments"):
+        return {}
+    where, params = ids_clause("env_id", [r.environment.env_id for r in results])
+    stored = {e.env_id: e for e in read_records(warehouse, EnvironmentRecord, where, params)}
+    out: dict[str, str] = {}
+    for r in results:
+        new, old = r.environment, stored.get(r.environment.env_id)
+        if old is not None and old.n_tools_accepted > new.n_tools_accepted:
+            why = "; ".join(f"{t.name}: {clip(t.reason, 200)}" for t in r.tools if t.status == "rejected")[:1500]
+            out[new.env_id] = (
+                f"environment {new.name} ({new.env_id}): this run accepted {new.n_tools_accepted}/{new.n_tools} tools of "
+                f"the same code the warehouse holds as {old.status} with {old.n_tools_accepted}/{old.n_tools} accepted, "
+                f"so the stored rows were kept and this result was not written. Same code, worse verdict: the "
+                f"checks' surroundings changed (settings such as AUTOFORGE_TOOL_TIMEOUT / AUTOFORGE_TOOL_MEMORY_MB, "
+                f"the sandbox, the machine); fix them and re-run. Rejected: {why or '-'}")
+    return out
+
+
+def persist_results(warehouse: str | None, results: list[SynthesisResult], run: Run, *, failed: bool = False
+                    ) -> tuple[Run, dict[str, int], dict[str, str]]:
+    """The stage's ONE write under the keep rule: every result but those :func:`kept_back`, the LLM
+    calls of all of them, and the finished run row. Returns (run, rows written per table, kept)."""
+    kept = kept_back(warehouse, results)
+    run = finish_run(run, results, failed, kept)
+    calls = [c for r in results if r.environment.env_id in kept for c in r.llm_calls]
+    written = persist(warehouse, [r for r in results if r.environment.env_id not in kept], run, extra=calls)
+    return run, written, kept
+
+
+def save_calls(warehouse: str | None, calls: list[LLMCall], run: Run, exc: BaseException) -> None:
+    """After the stage raised ``exc``: write ``calls`` (paid for) with the run row, ``failed``. If
+    even that fails, the reason is added to ``exc`` as a note (``exc`` is what the caller re-raises)."""
+    failed = run.finish("failed", error=describe(exc), llm_calls_saved=len(calls))
+    try:
+        persist(warehouse, [], failed, extra=calls)
+    except Exception as again:  # noqa: BLE001 - the original exception is the one to report
+        exc.add_note(f"the {len(calls)} LLM calls of this synthesize run could not be saved either: {again}")
+
+
+def summary(results: list[SynthesisResult], run: Run, written: dict[str, int] | None = None,
+            kept: dict[str, str] | None = None) -> dict[str, Any]:
+    """``status``: the run's (``failed`` when an environment raised, was kept back or every tool
+    failed for a sandbox reason; ``problems`` says which and why)."""
+    kept = kept or {}
+    problems = [{"env": r.environment.name, "env_id": r.environment.env_id,
+                 "problem": kept.get(r.environment.env_id) or r.problem}
+                for r in results if r.environment.env_id in kept or r.problem]
     return {
         "run_id": run.run_id,
+        "status": run.status,
         "counts": dict(run.counts),
-        "environments": [r.summary() for r in results],
+        "environments": [{**r.summary(), "kept": r.environment.env_id in kept} for r in results],
         "table": acceptance_table(results),
         "written": written or {},
+        "problems": problems,
     }
 
 
@@ -116,10 +224,17 @@ def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_
     params = params or SynthesizeParams(**fields)
     todo = load(warehouse, params)
     row = params.run_row(batch_id)
-    results = [synthesize_one(ts, specs, params.backend, row.run_id, settings) for ts, specs in todo]
-    row = finish_run(row, results)
-    written = persist(warehouse, results, row)
-    return summary(results, row, written)
+    cache = load_cache(warehouse, params.backend)
+    recorder = MemoryRecorder()  # the environment in progress records here; synthesize_one drains it
+    results: list[SynthesisResult] = []
+    try:
+        for ts, specs in todo:
+            results.append(synthesize_one(ts, specs, params.backend, row.run_id, settings, cache=cache, recorder=recorder))
+        row, written, kept = persist_results(warehouse, results, row)
+    except BaseException as exc:  # an interrupt, or the write itself: keep what was paid for, then re-raise
+        save_calls(warehouse, [c for r in results for c in r.llm_calls] + stamped(recorder.drain(), row.run_id), row, exc)
+        raise
+    return summary(results, row, written, kept)
 
 
 def run_synthesis(warehouse: str | None, env: str | None = None, backend: str = "offline", *,
