@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import string
+import time
 from typing import Any, Iterable
 
 try:  # the regular-expression parser (renamed in Python 3.11)
@@ -22,11 +23,17 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 from autoforge.envs import domains as D
 from autoforge.envs import naming as nm
-from autoforge.envs.schema_offline import ID_PATTERN, id_param_entity, id_value, is_integer_ids, list_filter_field
-from autoforge.tooldocs.schema import json_type, unwrap
+from autoforge.envs.schema_offline import id_param_entity, id_shape, id_value, is_integer_ids, list_filter_field
+from autoforge.patterns import PatternError, remaining
+from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
 
 N_RECORDS = 4  # records per collection: enough for filters to select a subset, small enough to read
+MAX_ITEMS = 8  # items in a generated list, whatever minItems the docs give
+MAX_VALUE_DEPTH = 32  # levels of nested objects/arrays in one generated value
+# Documented patterns run on RE2 (linear time); the few that need the backtracking engine get this
+# many seconds per value in all (a value that runs out keeps its text, the pattern ignored).
+PATTERN_BUDGET_S = 0.05
 
 FIRST = ["Ava", "Liam", "Sofia", "Noah", "Mia", "Ethan", "Zoe", "Lucas"]
 LAST = ["Chen", "Patel", "Garcia", "Kim", "Rossi", "Okafor", "Novak", "Silva"]
@@ -78,9 +85,12 @@ def field_value(f: FieldSpec, coll: CollectionSpec, i: int, ids: dict[str, list[
     return value_for(schema, f.name, i, ids, coll)
 
 
-def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: CollectionSpec | None = None) -> Any:
+def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: CollectionSpec | None = None,
+              _depth: int = 0) -> Any:
     """A realistic value for a JSON Schema (enum, const, pattern, minimum, nested objects and arrays)."""
     schema = unwrap(schema) if isinstance(schema, dict) else {}
+    if _depth > MAX_VALUE_DEPTH:
+        return None
     if "const" in schema:
         return schema["const"]
     if schema.get("enum"):
@@ -95,12 +105,12 @@ def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: 
         props = schema.get("properties") or {}
         if not props:
             return _named_object(name, i)
-        return {k: value_for(v if isinstance(v, dict) else {}, k, i, ids, coll) for k, v in props.items()}
+        return {k: value_for(v if isinstance(v, dict) else {}, k, i, ids, coll, _depth + 1) for k, v in props.items()}
     if typ == "array":
         items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
-        n = max(int(schema.get("minItems") or 0), 1 if (items.get("properties") or items.get("type") == "object"
-                                                         or name.lower() in ("tags", "labels", "keywords")) else 0)
-        return [value_for(items, nm.singular(name), i + k, ids, coll) for k in range(n)]
+        n = max(_count(schema.get("minItems")), 1 if (items.get("properties") or items.get("type") == "object"
+                                                       or name.lower() in ("tags", "labels", "keywords")) else 0)
+        return [value_for(items, nm.singular(name), i + k, ids, coll, _depth + 1) for k in range(n)]
     if typ == "boolean":
         return (i + len(name)) % 2 == 0  # the phase depends on the name, so booleans do not all agree
     if typ in ("integer", "number"):
@@ -118,6 +128,13 @@ def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: 
     if isinstance(pattern, str):
         text = fit_pattern(pattern, text, i)
     return text
+
+
+def _count(value: Any) -> int:
+    """A documented item count (``minItems``) as a list length: 0 unless a number, at most MAX_ITEMS."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return 0
+    return int(min(max(value, 0), MAX_ITEMS))
 
 
 def _named_object(name: str, i: int) -> dict:
@@ -219,25 +236,41 @@ def _string(name: str, fmt: str | None, i: int, entity: str, prefix: str, coll_n
 
 def fit_pattern(pattern: str, text: str, i: int = 0) -> str:
     """``text`` if it matches ``pattern``, else a close variant ("Seattle" -> "SEA" for ``^[A-Z]{3}$``),
-    else a value generated from the pattern itself."""
-    try:
-        rx = re.compile(pattern)
-    except re.error:
+    else a value generated from the pattern itself.
+
+    The pattern runs through :mod:`autoforge.patterns` (linear time on RE2); one that cannot be used
+    (:func:`~autoforge.tooldocs.schema.documented_pattern`: syntax, size) or that runs out of
+    :data:`PATTERN_BUDGET_S` is ignored and ``text`` comes back."""
+    rx = documented_pattern(pattern)
+    if rx is None:
         return text
-    m = ID_PATTERN.match(pattern)
-    if m:
-        return f"{m.group(1)}{str(i + 1).zfill(int(m.group(2)))}"
+    shape = id_shape(pattern)
+    if shape:
+        return f"{shape[0]}{str(i + 1).zfill(shape[1])}"
+    deadline = time.monotonic() + PATTERN_BUDGET_S
     alnum = re.sub(r"[^0-9A-Za-z]", "", text)
     cands = [text, text.upper(), text.lower(), alnum, alnum.upper()] + [alnum.upper()[:k] for k in range(1, min(len(alnum), 12) + 1)]
-    for cand in cands:
-        if cand and rx.search(cand) and rx.fullmatch(cand) if pattern.startswith("^") else rx.search(cand or "x"):
-            return cand
-    gen = example_for_pattern(pattern, text, i)
+    anchored = pattern.startswith("^")
+    try:
+        for cand in cands:
+            if (cand and rx.fullmatch(cand, timeout_s=remaining(deadline))) if anchored \
+                    else rx.search(cand or "x", timeout_s=remaining(deadline)):
+                return cand
+        gen = example_for_pattern(pattern, text, i, deadline=deadline)
+    except PatternError:  # PatternTimeout: a backtracking pattern ran out of its budget
+        return text
     return gen if gen is not None else text
 
 
-def example_for_pattern(pattern: str, hint: str = "", i: int = 0) -> str | None:
-    """A string matching a (simple) regular expression, letters taken from ``hint`` where they fit."""
+MAX_EXAMPLE_STEPS = 5_000  # tokens visited while building one example from a pattern
+
+
+def example_for_pattern(pattern: str, hint: str = "", i: int = 0, *, deadline: float | None = None) -> str | None:
+    """A string matching a (simple) regular expression, letters taken from ``hint`` where they fit;
+    None when the pattern cannot be used or no example is found within the bounds."""
+    rx = documented_pattern(pattern)  # also bounds the pattern's length before Python parses it
+    if rx is None:
+        return None
     try:
         parsed = sre_parse.parse(pattern)
     except Exception:  # noqa: BLE001 - an unparsable pattern: no example
@@ -246,6 +279,7 @@ def example_for_pattern(pattern: str, hint: str = "", i: int = 0) -> str | None:
     digits = f"2025{i + 1:02d}15"
     pos = {"l": 0, "d": 0}
     out: list[str] = []
+    steps = [0]
 
     def allowed(av) -> list[str]:
         chars: set[str] = set()
@@ -275,6 +309,9 @@ def example_for_pattern(pattern: str, hint: str = "", i: int = 0) -> str | None:
         if depth > 20 or len(out) > 200:
             return
         for op, av in tokens:
+            steps[0] += 1  # nested repeats of empty groups ((?:(?:){50}){50}...) emit nothing: count visits
+            if steps[0] > MAX_EXAMPLE_STEPS:
+                return
             if op is C.LITERAL:
                 out.append(chr(av))
             elif op is C.NOT_LITERAL:
@@ -298,8 +335,8 @@ def example_for_pattern(pattern: str, hint: str = "", i: int = 0) -> str | None:
     emit(parsed)
     text = "".join(out)
     try:
-        return text if re.search(pattern, text) else None
-    except re.error:
+        return text if rx.search(text, timeout_s=remaining(deadline) if deadline is not None else None) else None
+    except PatternError:
         return None
 
 
@@ -424,11 +461,12 @@ def _from_state(p, ps, state, schema, main_coll, main_rec, used_ids, idx) -> tup
 def _fits(value: Any, ps: dict) -> bool:
     pattern = ps.get("pattern")
     if isinstance(value, str) and isinstance(pattern, str):
+        rx = documented_pattern(pattern)
         try:
-            if re.search(pattern, value) is None:
+            if rx is not None and rx.search(value, timeout_s=PATTERN_BUDGET_S) is None:
                 return False  # a record value the parameter's documented pattern rejects
-        except re.error:
-            pass
+        except PatternError:
+            pass  # a pattern that runs out of time is ignored like one that cannot be used
     t = ps.get("type")
     if t in (None, "string"):
         return isinstance(value, str)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.envs import naming as nm
-from autoforge.tooldocs.schema import json_type, props, unwrap
+from autoforge.tooldocs.schema import documented_pattern, json_type, props, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSet, ToolSpec
 
 READ_KINDS = {"lookup", "get", "list"}
@@ -332,7 +332,7 @@ class _Coll:
         desc = (schema.get("description") or "")[:200]
         if name == f"{self.entity}_id" and LOWER_KEYS.search(schema.get("description") or ""):
             self.lower_ids = True
-        pattern = schema.get("pattern") if isinstance(schema.get("pattern"), str) else None
+        pattern = schema.get("pattern") if documented_pattern(schema.get("pattern")) else None  # unusable: none
         minimum = schema.get("minimum") if isinstance(schema.get("minimum"), (int, float)) else None
         cur = self.fields.get(name)
         if cur is None:
@@ -378,7 +378,12 @@ def _format_from_name(name: str) -> str | None:
     return None
 
 
-ID_PATTERN = re.compile(r"^\^?([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?)\\d\{(\d+)\}\$?$")  # AC0001, PET-0001, 1Z0000001
+# AC0001, PET-0001, 1Z0000001. The prefix is spelled "digits, a letter, letters or digits" rather than
+# [A-Z0-9]*[A-Z][A-Z0-9]* (the same strings, and the same matches): that form backtracks quadratically
+# on a long run of letters, and these expressions read document text.
+ID_PATTERN = re.compile(r"^\^?([0-9]*[A-Z][A-Z0-9]*[-_]?)\\d\{(\d+)\}\$?$")
+MAX_ID_WIDTH = 20  # digits of a documented id shape; \d{999999999} is not an id (its ids would fill memory)
+MAX_ID_PATTERN_CHARS = 80  # an id shape is short; a longer pattern is read as no id shape
 
 
 def id_pattern(schema: dict | None, examples: bool = False) -> tuple[str, int] | None:
@@ -388,17 +393,29 @@ def id_pattern(schema: dict | None, examples: bool = False) -> tuple[str, int] |
     or ``example: "INV-00042"``) documents the same: ("INV-", 5)."""
     s = (unwrap(schema) or {}) if isinstance(schema, dict) else {}
     pat = s.get("pattern")
-    m = ID_PATTERN.match(pat) if isinstance(pat, str) else None
-    if m:
-        return (m.group(1), int(m.group(2)))
+    shape = id_shape(pat)
+    if shape:
+        return shape
     if examples and pat is None and json_type(s) == "string":
         return example_id_pattern(s)
     return None
 
 
-_EXAMPLE_ID = re.compile(r"([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?)(\d{2,10})")
+def id_shape(pattern: Any) -> tuple[str, int] | None:
+    """``"^AC\\d{4}$"`` -> ("AC", 4); None for anything else, for a pattern that cannot be used
+    (:func:`~autoforge.tooldocs.schema.documented_pattern`), and for a width over :data:`MAX_ID_WIDTH`
+    (the pattern is then ignored as an id shape)."""
+    if not isinstance(pattern, str) or len(pattern) > MAX_ID_PATTERN_CHARS:
+        return None
+    m = ID_PATTERN.match(pattern)
+    if not m or not 0 <= int(m.group(2)) <= MAX_ID_WIDTH or documented_pattern(pattern) is None:
+        return None
+    return (m.group(1), int(m.group(2)))
+
+
+_EXAMPLE_ID = re.compile(r"([0-9]*[A-Z][A-Z0-9]*[-_]?)(\d{2,10})")  # prefix spelled as in ID_PATTERN
 _CUED_ID = re.compile(r"(?:such as|for example|for instance|e\.g\.|like|format)\s*[:,]?\s*['\"`‘’“”]?"
-                      r"([A-Z0-9]*[A-Z][A-Z0-9]*[-_]?\d{2,10})(?![\w-])", re.IGNORECASE)
+                      r"([0-9]*[A-Z][A-Z0-9]*[-_]?\d{2,10})(?![\w-])", re.IGNORECASE)
 
 
 def example_id_pattern(schema: dict) -> tuple[str, int] | None:

@@ -6,6 +6,7 @@ files, which run row), and writes the parsed records and the rejected documents 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,15 @@ class IngestParams(StageParams):
     bundled: bool = Field(False, description="also ingest the corpus shipped with the package")
 
     def all_paths(self) -> list[str]:
+        """The paths to read. None at all, or none that exists, is a ConfigError (before anything is written);
+        a missing path among existing ones is a rejected entry of the ingest (counted in ``n_rejected``)."""
         out = [str(p) for p in self.paths] + ([str(bundled_corpus_path())] if self.bundled else [])
         if not out:
             raise ConfigError("nothing to ingest: give paths (files or folders of tool docs) or set bundled=true")
+        if not any(os.path.exists(p) for p in out):
+            shown = ", ".join(repr(p) for p in out[:5]) + (f" and {len(out) - 5} more" if len(out) > 5 else "")
+            raise ConfigError(f"nothing to ingest: no such file or folder: {shown}; check the path(s) "
+                              "(they are read on the machine running the ingest)")
         return out
 
     def run_row(self, batch_id: str | None = None) -> Run:

@@ -21,6 +21,7 @@ compare the ids as ints (3).
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections import Counter
@@ -30,9 +31,10 @@ from typing import Any
 from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.envs.domains import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
-from autoforge.envs.schema_offline import id_key, id_value, is_integer_ids
-from autoforge.envs.sample import free_key
+from autoforge.envs.schema_offline import MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH, id_key, id_value, is_integer_ids
+from autoforge.envs.sample import MAX_ITEMS, free_key
 from autoforge.tasks.execute import DagExecutionError
+from autoforge.tooldocs.schema import documented_pattern
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
 FIRST = ["Ava", "Liam", "Noah", "Mia", "Ethan", "Sofia", "Lucas", "Emma", "Omar", "Yuki", "Priya", "Mateo"]
@@ -140,8 +142,15 @@ _PATTERN_ID = re.compile(r"^\^?([A-Z]+)\\d\{(\d+)\}\$?$")
 
 
 def _id_pattern(schema: dict | None, pattern: str | None = None) -> tuple[str, int] | None:
-    m = _PATTERN_ID.match(pattern or (schema or {}).get("pattern") or "")
-    return (m.group(1), int(m.group(2))) if m else None
+    """("P", 4) for an id pattern ``^P\\d{4}$``; None for other patterns, long ones, widths over
+    MAX_ID_WIDTH and patterns that cannot be used (:func:`~autoforge.tooldocs.schema.documented_pattern`)."""
+    pat = pattern or (schema or {}).get("pattern") or ""
+    if not isinstance(pat, str) or len(pat) > MAX_ID_PATTERN_CHARS:
+        return None
+    m = _PATTERN_ID.match(pat)
+    if not m or int(m.group(2)) > MAX_ID_WIDTH or documented_pattern(pat) is None:
+        return None
+    return (m.group(1), int(m.group(2)))
 
 
 class WorldFiller:
@@ -212,8 +221,8 @@ class WorldFiller:
             if items and not items.get("description") and not items.get("enum") and schema.get("description"):
                 items = {**items, "description": schema["description"]}  # "[Enum]: [driver, passenger]" on the list
             tmpl = template if isinstance(template, list) else []
-            lo = max(1, int(schema.get("minItems", 1)))
-            n = self.rng.randint(lo, max(lo, min(3, schema.get("maxItems", 3))))
+            lo = max(1, min(_number_or(schema.get("minItems"), 1), MAX_ITEMS))
+            n = self.rng.randint(lo, max(lo, min(3, _number_or(schema.get("maxItems"), 3))))
             if not tmpl and not items:
                 return []
             return [self.fill(name[:-1] if name.endswith("s") else name, tmpl[i % len(tmpl)] if tmpl else None, items,
@@ -225,7 +234,7 @@ class WorldFiller:
                 v = type(v)(max(1, round(template * self.rng.uniform(0.3, 2.5), 2 if isinstance(v, float) else None)))
             if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and hi >= lo:
                 v = type(v)(self.rng.randint(int(lo), int(hi))) if (stype == "integer" or isinstance(v, int)) else round(self.rng.uniform(lo, hi), 2)
-            if isinstance(step, (int, float)) and step > 0:
+            if isinstance(step, (int, float)) and step > 0 and abs(v / step) < 1e15:  # a tiny step: no rounding
                 v = type(v)(max(1, round(v / step)) * step)
             if isinstance(lo, (int, float)):
                 v = max(v, lo)
@@ -250,6 +259,13 @@ class WorldFiller:
         if pat in ("^\\d{5}$", "^[0-9]{5}$"):
             return f"{self.rng.randint(10000, 99999)}"
         return self.gen.value(coll, None, name, schema or None, person=person)
+
+
+def _number_or(value: Any, default: int) -> int:
+    """A documented count (minItems, maxItems) as an int; ``default`` when it is not a finite number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return default
+    return int(value)
 
 
 def _field_schema(f: FieldSpec) -> dict:

@@ -7,7 +7,8 @@ Each returns None when the task passes, else the reason (stored as a Verificatio
   and a later call does not overwrite all of it (the first ``update`` of two on one record is
   invisible in the final state, so no reward could tell whether it happened).
 - :func:`check_args_in_domain`: every gold argument is in its documented domain: the enum, a
-  vocabulary or domain the docs give (:mod:`autoforge.envs.domains`), pattern, date format,
+  vocabulary or domain the docs give (:mod:`autoforge.envs.domains`), pattern (through
+  :mod:`autoforge.patterns`; one that cannot be used is no check), date format,
   minimum / maximum, an ordered pair in order (check-in before check-out), a birth date in the
   past, an amount-like number above zero.
 - :func:`blueprint_cap` / :data:`BLUEPRINT_SHARE`: tasks of one environment with the same tool
@@ -22,7 +23,6 @@ full), so a failed candidate is re-drawn instead of lost; verification checks th
 from __future__ import annotations
 
 import math
-import re
 from datetime import date
 from typing import Any
 
@@ -30,6 +30,8 @@ from autoforge.dags.graph import param_schemas
 from autoforge.envs import naming as nm
 from autoforge.envs.domains import domain_for, order_pairs, pair_of
 from autoforge.envs.interface import EnvLike
+from autoforge.patterns import PatternError
+from autoforge.tooldocs.schema import documented_pattern
 from autoforge.types import ToolCall, ToolCode, canonical_json
 
 # A blueprint may hold at most this share of an environment's tasks, and at least
@@ -37,6 +39,7 @@ from autoforge.types import ToolCall, ToolCode, canonical_json
 # per 100 tasks and cost the bundled corpus ~4% of its tasks when introduced).
 BLUEPRINT_SHARE = 0.04
 BLUEPRINT_MIN = 2
+PATTERN_TIMEOUT_S = 0.1  # documented patterns run on RE2 (linear); this bounds the few that backtrack
 AMOUNT_WORDS = {"amount", "price", "cost", "quantity", "qty", "total", "fee", "balance", "deposit", "payment"}
 
 
@@ -140,12 +143,12 @@ def out_of_domain(name: str, value: Any, schema: dict, today: str) -> str | None
         return f"not one of {enum[:8]}"
     if isinstance(value, str):
         pat = schema.get("pattern")
-        if isinstance(pat, str):
-            try:
-                if not re.search(pat, value):
-                    return f"does not match pattern {pat}"
-            except re.error:
-                pass
+        rx = documented_pattern(pat)
+        try:
+            if rx is not None and not rx.search(value, timeout_s=PATTERN_TIMEOUT_S):
+                return f"does not match pattern {pat}"
+        except PatternError:
+            pass  # a pattern that cannot be used (syntax, size, out of time) is not a check
         if schema.get("format") in ("date", "date-time") and not _is_date(value):
             return f"not a {schema['format']}"
         dom = domain_for(name, schema)

@@ -44,8 +44,10 @@ def check_name(name: Any, path: str, pointer: str, key: str = "name") -> str:
     if name is None:
         raise ToolDocError("tool has no 'name'; every tool needs a unique name", path=path, location=pointer or "/")
     if not isinstance(name, str) or not TOOL_NAME.match(name):
+        shown = repr(name)
         raise ToolDocError(
-            f"invalid tool name {name!r}: use 1-128 letters, digits, '_', '-' or '.'",
+            f"invalid tool name {shown if len(shown) <= 80 else shown[:77] + '...'}: use 1-128 letters, digits, "
+            "'_', '-' or '.'",
             path=path, location=f"{pointer}/{key}",
         )
     return name

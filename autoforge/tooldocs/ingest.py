@@ -11,7 +11,11 @@ docs/design.md#stage-1-ingest. Grouping (one tool set = one candidate environmen
   skipped.
 
 A rejected document is recorded (status ``rejected`` with the file, location and reason)
-and the rest of the batch goes on. Tool names must be unique within a tool set: a later
+and the rest of the batch goes on. So is a path that gives no document: a missing path, an
+empty or unreadable folder, a symlink loop, a link out of the folder, a pipe or device (a
+rejected entry with no content; :func:`plan_groups` says which links are followed). Every
+document is read under the bounds of :mod:`autoforge.tooldocs.source` (size, nesting, YAML
+aliases, integer digits ...), so no single document can stop the batch or exhaust memory. Tool names must be unique within a tool set: a later
 document that redefines a name is rejected. Ids are content hashes, so ingesting the same
 input twice gives identical records. Pure: nothing is written anywhere; the caller persists
 ``IngestResult.records()`` (:mod:`autoforge.pipeline.ingest` writes them in one transaction).
@@ -19,6 +23,9 @@ input twice gives identical records. Pure: nothing is written anywhere; the call
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections import Counter
 from pathlib import Path
 from typing import Iterable
@@ -29,7 +36,7 @@ from autoforge.errors import ToolDocError
 from autoforge.tooldocs.effects import classify_toolset
 from autoforge.tooldocs.markdown import NEEDS_LLM_MESSAGE
 from autoforge.tooldocs.parse import parse_document
-from autoforge.tooldocs.source import SUPPORTED_SUFFIXES, read_text
+from autoforge.tooldocs.source import SUPPORTED_SUFFIXES, read_bytes, read_text
 from autoforge.types import Record, Rejection, ToolDoc, ToolSet, ToolSpec, content_id
 
 BUNDLED_LABEL = "autoforge/data/tooldocs"
@@ -128,6 +135,26 @@ _CATEGORIES = (
     ("OpenAPI version", "unsupported_version"),
     ("Swagger", "unsupported_version"),
     ("cannot read file", "unreadable"),
+    ("cannot list folder", "unreadable"),
+    ("no such file or folder", "missing_path"),
+    ("no tool documents in this folder", "empty_folder"),
+    ("symlink loop", "symlink_loop"),
+    ("broken symlink", "broken_symlink"),
+    ("points outside the folder", "symlink_outside"),
+    ("ingested already by another path", "duplicate_path"),
+    ("not a regular file", "not_regular_file"),
+    ("file too large", "too_large"),
+    ("document too large", "too_large"),
+    ("nested too deeply", "too_deep"),
+    ("levels of objects/arrays", "too_deep"),
+    ("folders nested more than", "too_deep"),
+    ("YAML aliases", "alias_bomb"),
+    ("document expands to more than", "alias_bomb"),
+    ("expands to more than", "ref_blowup"),
+    ("integer literal of", "integer_too_long"),
+    ("NaN, Infinity", "not_finite"),
+    ("duplicate key", "duplicate_key"),
+    ("lone surrogate", "not_unicode"),
 )
 
 
@@ -139,15 +166,39 @@ def error_category(message: str) -> str:
     return "invalid_schema"
 
 
-def plan_groups(paths: list[str | Path]) -> list[_Group | str]:
-    """Tool-set groups in input order; a string entry is an error about a path (missing, empty)."""
-    out: list[_Group | str] = []
+class _PathProblem(BaseModel):
+    """A path that yields no document: missing, unreadable, an empty folder, a symlink loop ...
+    Recorded as a rejected entry of tool set ``toolset`` (so it counts, and the CLI exits non-zero)."""
+
+    toolset: str
+    path: Path
+    reason: str
+
+
+MAX_FOLDER_DEPTH = 32  # folders below the one given; deeper trees are rejected folder by folder
+
+
+def plan_groups(paths: list[str | Path]) -> list[_Group | _PathProblem]:
+    """Tool-set groups in input order, and the paths that give no document (missing, empty ...).
+
+    Symbolic links: a path given explicitly is followed wherever it points. Inside a folder, a link
+    is followed only to a file or folder inside the same given folder (by real path) that is not
+    walked already: a link out of the folder, a link loop (``a -> b -> a``, ``loop -> .``), a broken
+    link and a second route to a folder already walked are each rejected with the reason, so a
+    folder walk always ends and never reads files it was not given. Pipes, sockets and devices are
+    rejected without being opened.
+    """
+    out: list[_Group | _PathProblem] = []
     seen_files: set[Path] = set()
     names: Counter[str] = Counter()
 
-    def add(name: str, files: list[Path], readme: Path | None, qualified: str) -> None:
-        fresh = [f for f in files if f.resolve() not in seen_files]
-        seen_files.update(f.resolve() for f in fresh)
+    def add(name: str, files: list[tuple[Path, Path]], readme: Path | None, qualified: str) -> None:
+        fresh = []
+        for f, real in files:  # (path, real path): a file reached twice (a link to it, given twice) is read once
+            if real not in seen_files:
+                seen_files.add(real)
+                fresh.append(f)
+        fresh.sort()
         if not fresh:
             return
         if names[name]:
@@ -155,27 +206,108 @@ def plan_groups(paths: list[str | Path]) -> list[_Group | str]:
         names[name] += 1
         out.append(_Group(name=name, files=fresh, readme=readme))
 
-    def walk(folder: Path, top: Path) -> None:
-        entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__pycache__")
-        files = [p for p in entries if p.is_file() and not _is_readme(p)]
-        readme = next((p for p in entries if p.is_file() and _is_readme(p)), None)
-        subdirs = [p for p in entries if p.is_dir()]
-        if files:
-            rel = folder.relative_to(top.parent) if folder != top else Path(folder.name)
-            add(folder.name or "toolset", files, readme, ".".join(rel.parts))
-        elif not subdirs:
-            out.append(f"{folder}: no tool documents in this folder (expected .json, .yaml, .yml or .md files)")
-        for sub in subdirs:
-            walk(sub, top)
+    def problem(toolset: str, path: Path, reason: str) -> None:
+        out.append(_PathProblem(toolset=toolset or "toolset", path=path, reason=reason))
+
+    def classify(p: Path, top_real: Path, walked: set[Path]) -> tuple[str, Path] | str:
+        """("file" | "dir" | "other", real path) of a folder entry, or why it is not followed."""
+        link = p.is_symlink()
+        try:
+            if link:
+                try:
+                    real = p.resolve(strict=True)
+                except RuntimeError:  # Python < 3.13 reports a loop this way, later ones as ELOOP
+                    return f"symlink loop: {p.name} -> {os.readlink(p)} leads back to itself; remove the link"
+                except FileNotFoundError:
+                    return f"broken symlink: {p.name} -> {os.readlink(p)} points to nothing; remove or fix the link"
+                if real != top_real and top_real not in real.parents:
+                    return (f"symlink {p.name} points outside the folder being ingested (to {real}); links are only "
+                            "followed inside it: copy the documents in, or ingest that path itself")
+            else:
+                real = p.resolve()
+            mode = real.stat().st_mode
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return f"symlink loop: {p.name} leads back to itself; remove the link"
+            return f"cannot read {p.name} ({exc.strerror or exc}); check the path and permissions"
+        if stat.S_ISDIR(mode):
+            if real in chain:
+                return (f"symlink loop: {p.name} leads back to folder {real}, which contains it; remove the link")
+            if link and real in walked:
+                return (f"symlink {p.name} leads to folder {real}, which is ingested already by another path; "
+                        "remove the link")
+            return "dir", real
+        return ("file" if stat.S_ISREG(mode) else "other"), real
+
+    chain: set[Path] = set()  # real paths of the folders being walked (the current one and its parents)
+
+    def walk(folder: Path, top: Path, top_real: Path, walked: set[Path], depth: int) -> None:
+        real_folder = folder.resolve()
+        walked.add(real_folder)
+        chain.add(real_folder)
+        toolset = folder.name or "toolset"
+        try:
+            if depth > MAX_FOLDER_DEPTH:
+                problem(toolset, folder, f"folders nested more than {MAX_FOLDER_DEPTH} levels below {top}; "
+                                         "ingest the deeper folders on their own")
+                return
+            try:
+                entries = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.name != "__pycache__")
+            except OSError as exc:
+                problem(toolset, folder, f"cannot list folder ({exc.strerror or exc}); check the path and permissions")
+                return
+            files: list[tuple[Path, Path]] = []
+            readme: Path | None = None
+            subdirs: list[Path] = []
+            rejected = False
+            # links after plain entries: a folder reached both directly and by a link is walked directly
+            for p in sorted(entries, key=lambda e: e.is_symlink()):
+                kind = classify(p, top_real, walked)
+                if isinstance(kind, str) or kind[0] == "other":
+                    rejected = True
+                    problem(toolset, p, kind if isinstance(kind, str) else
+                            "not a regular file (a pipe, socket or device); remove it from the folder")
+                elif kind[0] == "dir":
+                    subdirs.append(p)
+                    walked.add(kind[1])
+                elif _is_readme(p):
+                    readme = readme or p
+                else:
+                    files.append((p, kind[1]))
+            subdirs.sort()
+            if files:
+                rel = folder.relative_to(top.parent) if folder != top else Path(folder.name)
+                add(toolset, files, readme, ".".join(rel.parts))
+            elif not subdirs and not rejected:
+                problem(toolset, folder, "no tool documents in this folder (expected .json, .yaml, .yml or .md files)")
+            for sub in subdirs:
+                walk(sub, top, top_real, walked, depth + 1)
+        finally:
+            chain.discard(real_folder)
 
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
-            walk(p, p)
-        elif p.is_file():
-            add(p.stem, [p], None, ".".join(p.with_suffix("").parts[-2:]))
+        try:
+            is_dir, is_file, exists = p.is_dir(), p.is_file(), p.exists()
+        except OSError as exc:
+            problem(p.stem, p, f"cannot read ({exc.strerror or exc}); check the path and permissions")
+            continue
+        if is_dir:
+            try:
+                top_real = p.resolve(strict=True)
+            except (OSError, RuntimeError) as exc:
+                problem(p.name, p, f"cannot resolve folder ({exc}); check the path")
+                continue
+            walk(p, p, top_real, set(), 0)
+        elif is_file:
+            add(p.stem, [(p, p.resolve())], None, ".".join(p.with_suffix("").parts[-2:]))
+        elif exists:
+            problem(p.stem, p, "not a regular file or folder (a pipe, socket or device); give files or folders of "
+                               "tool documentation")
+        elif p.is_symlink():
+            problem(p.stem, p, "broken symlink or symlink loop: it points to nothing readable; fix the link")
         else:
-            out.append(f"{raw}: no such file or folder")
+            problem(p.stem, p, "no such file or folder; check the path (it is read on the machine running the ingest)")
     return out
 
 
@@ -195,20 +327,23 @@ def _readme_description(path: Path) -> str:
     return ""
 
 
-def _ingest(groups: list[_Group | str], *, run_id: str | None, label: tuple[Path, str] | None = None) -> IngestResult:
+def _ingest(groups: list[_Group | _PathProblem], *, run_id: str | None, label: tuple[Path, str] | None = None) -> IngestResult:
     result = IngestResult()
 
     def shown(p: Path) -> str:
         if label is not None:
             try:
                 return f"{label[1]}/{p.resolve().relative_to(label[0]).as_posix()}"
-            except ValueError:
+            except (ValueError, OSError, RuntimeError):  # outside the bundled corpus, or a link loop
                 pass
         return str(p)
 
     for group in groups:
-        if isinstance(group, str):
-            result.errors.append(group)
+        if isinstance(group, _PathProblem):
+            path = shown(group.path)
+            error = str(ToolDocError(group.reason, path=path))
+            result.errors.append(error)
+            result.docs.append(_doc(group.toolset, path, None, "", "rejected", error, 0, run_id))
             continue
         _ingest_group(group, run_id, shown, result)
     return result
@@ -243,7 +378,7 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
         except ToolDocError as exc:
             if not content:
                 content = _raw_text(file)
-            error = str(exc)
+            error = _clip(str(exc))
             result.errors.append(error)
             result.docs.append(_doc(group.name, path, None, content, "rejected", error, 0, run_id))
             continue
@@ -297,10 +432,19 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
         )
 
 
+MAX_ERROR_CHARS = 2_000  # a message quoting a huge value from the document is cut short
+
+
+def _clip(message: str) -> str:
+    return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 40] + f" ... ({len(message):,} characters)"
+
+
 def _raw_text(file: Path) -> str:
+    """A rejected file's text for inspection (invalid UTF-8 replaced); "" when it cannot or should not be read
+    (too large, not a regular file)."""
     try:
-        return file.read_bytes().decode("utf-8", errors="replace")
-    except OSError:
+        return read_bytes(file).decode("utf-8", errors="replace")
+    except ToolDocError:
         return ""
 
 

@@ -24,7 +24,7 @@ from autoforge.errors import ToolDocError
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
 from autoforge.tooldocs.effects import explicit_effect, method_effect
 from autoforge.tooldocs.schema import RefResolver, check_schema, lookup_pointer, object_schema
-from autoforge.tooldocs.source import escape_pointer
+from autoforge.tooldocs.source import pointer_token
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
@@ -56,7 +56,7 @@ def parse_openapi(data: Any, path: str) -> ParsedDocument:
     resolver = RefResolver(data, path)
     tools: list[ParsedTool] = []
     for route, item in paths.items():
-        item_ptr = f"/paths/{escape_pointer(route)}"
+        item_ptr = f"/paths/{pointer_token(route)}"
         item = _deref(item, data, path, item_ptr)
         if not isinstance(item, dict):
             raise ToolDocError("a path item must be an object", path=path, location=item_ptr)
@@ -114,9 +114,9 @@ def _json_schema(content: Any, path: str, pointer: str) -> tuple[Any, str] | Non
         if "json" in mt or mt.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
             media = content[mt]
             if not isinstance(media, dict):
-                raise ToolDocError("a media type object must be an object", path=path, location=f"{pointer}/{escape_pointer(mt)}")
+                raise ToolDocError("a media type object must be an object", path=path, location=f"{pointer}/{pointer_token(mt)}")
             if "schema" in media:
-                return media["schema"], f"{pointer}/{escape_pointer(mt)}/schema"
+                return media["schema"], f"{pointer}/{pointer_token(mt)}/schema"
     return None
 
 

@@ -20,6 +20,7 @@ from autoforge.tooldocs.source import MARKDOWN_SUFFIXES, load_structured, read_t
 from autoforge.types import DocFormat
 
 PARSERS = {"openai": parse_openai, "mcp": parse_mcp, "openapi": parse_openapi}
+_KINDS = {str: "a string", int: "a number", float: "a number", bool: "a boolean", type(None): "null"}
 
 
 def detect_format(data: Any, path: str) -> DocFormat:
@@ -30,8 +31,10 @@ def detect_format(data: Any, path: str) -> DocFormat:
         return "mcp"
     if looks_like_openai(data):
         return "openai"
+    top = "" if isinstance(data, (dict, list)) else (
+        f"its top level is {_KINDS.get(type(data), type(data).__name__)}, not an object or a list; ")
     raise ToolDocError(
-        "unrecognised tool document: expected OpenAI function-calling JSON (a function, a list, or "
+        f"unrecognised tool document: {top}expected OpenAI function-calling JSON (a function, a list, or "
         "{'type': 'function', 'function': ...}), an MCP tools/list result ({'tools': [{'name', 'inputSchema'}]}) "
         "or an OpenAPI 3 document ({'openapi': '3.x', 'paths': ...})",
         path=path, location="/",

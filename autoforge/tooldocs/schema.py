@@ -5,21 +5,35 @@ inlined, ``$defs``/``definitions`` dropped) and an object schema, so later stage
 synthesis, name/type binding for the tool graph) never chase references. Recursive schemas
 cannot be inlined and are rejected with the cycle spelled out.
 
+Inlining is bounded: at most ``MAX_NODES`` nodes per document (a ``$ref`` fan-out bomb) and
+``MAX_SCHEMA_DEPTH`` levels of objects/arrays per schema (:mod:`autoforge.tooldocs.source`), each
+rejected with the JSON pointer where it is crossed.
+
 Only local references (``#/...``) are supported; a reference is looked up first in the
 schema's own root (where ``$defs`` usually live, e.g. pydantic output) and then in the whole
 document (OpenAPI ``components``, a file-level ``$defs``).
 
 The helpers at the end read a resolved schema (:func:`props`, :func:`unwrap`, :func:`json_type`);
-every stage that looks at tool parameters or outputs uses these.
+every stage that looks at tool parameters or outputs uses these. :func:`documented_pattern` is
+the one way those stages compile a schema's ``pattern`` (None: a pattern that cannot be used).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any
 from urllib.parse import unquote
 
+try:  # the regular-expression parser (renamed in Python 3.11)
+    from re import _constants as _C, _parser as sre_parse  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _C  # type: ignore[no-redef]
+    import sre_parse  # type: ignore[no-redef]
+
 from autoforge.errors import ToolDocError
-from autoforge.tooldocs.source import MAX_NODES, escape_pointer, unescape_pointer
+from autoforge.patterns import MAX_PATTERN_CHARS, PatternError, SafePattern, compile_pattern
+from autoforge.tooldocs.source import MAX_NODES, MAX_SCHEMA_DEPTH, pointer_token, unescape_pointer
 
 JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
@@ -28,6 +42,7 @@ _SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "contains", "propertyNames", "
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
 _DEF_KEYS = ("$defs", "definitions")
 _DATA_KEYS = ("default", "enum", "const", "example", "examples")
+_REPEAT_OPS = tuple(getattr(_C, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_C, n))
 
 
 def lookup_pointer(doc: Any, ref: str) -> Any:
@@ -60,22 +75,24 @@ class RefResolver:
     def resolve(self, schema: Any, pointer: str, *, local_root: Any = None) -> Any:
         """A copy of ``schema`` with every ``$ref`` replaced by its target (siblings of ``$ref`` win)."""
         roots = [r for r in (local_root, self.document) if r is not None]
-        try:
-            return self._walk(schema, pointer, roots, ())
-        except RecursionError:
-            raise ToolDocError("schema is nested too deeply", path=self.path, location=pointer) from None
+        return self._walk(schema, pointer, roots, (), 1)
 
-    def _walk(self, node: Any, pointer: str, roots: list[Any], stack: tuple[str, ...]) -> Any:
+    def _walk(self, node: Any, pointer: str, roots: list[Any], stack: tuple[str, ...], depth: int) -> Any:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise ToolDocError(
                 f"schema expands to more than {MAX_NODES} nodes after resolving $ref; simplify the references",
                 path=self.path, location=pointer,
             )
-        if isinstance(node, list):
-            return [self._walk(v, f"{pointer}/{i}", roots, stack) for i, v in enumerate(node)]
-        if not isinstance(node, dict):
+        if not isinstance(node, (dict, list)):
             return node
+        if depth > MAX_SCHEMA_DEPTH:  # inlining $ref can nest deeper than the document itself
+            raise ToolDocError(
+                f"schema nests more than {MAX_SCHEMA_DEPTH} levels of objects/arrays once its $ref are inlined "
+                "(tool schemas are rarely deeper than 15); flatten it", path=self.path, location=pointer or "/",
+            )
+        if isinstance(node, list):
+            return [self._walk(v, f"{pointer}/{i}", roots, stack, depth + 1) for i, v in enumerate(node)]
         if "$ref" in node:
             ref = node["$ref"]
             if not isinstance(ref, str):
@@ -103,27 +120,28 @@ class RefResolver:
                     f"unresolvable $ref {ref!r}: no such definition in the document",
                     path=self.path, location=f"{pointer}/$ref",
                 )
-            resolved = self._walk(target, pointer, roots, stack + (ref,))
+            resolved = self._walk(target, pointer, roots, stack + (ref,), depth)
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             if not siblings:
                 return resolved
             if not isinstance(resolved, dict):
                 raise ToolDocError(f"$ref {ref!r} points to a non-schema value", path=self.path, location=pointer)
             merged = dict(resolved)
-            merged.update(self._walk(siblings, pointer, roots, stack))
+            merged.update(self._walk(siblings, pointer, roots, stack, depth))
             return merged
         out = {}
         for key, value in node.items():
-            sub = f"{pointer}/{escape_pointer(key)}"
+            sub = f"{pointer}/{pointer_token(key)}"
             if key in _DEF_KEYS:
                 continue  # everything they hold is inlined where used
             if key in _DATA_KEYS:
                 out[key] = value  # literal data, not a schema: a "$ref" key in there is just data
             elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
                 # a map of names -> schemas: a property may be called "definitions" or "$ref"
-                out[key] = {n: self._walk(v, f"{sub}/{escape_pointer(n)}", roots, stack) for n, v in value.items()}
+                out[key] = {n: self._walk(v, f"{sub}/{pointer_token(n)}", roots, stack, depth + 2)
+                            for n, v in value.items()}
             else:
-                out[key] = self._walk(value, sub, roots, stack)
+                out[key] = self._walk(value, sub, roots, stack, depth + 1)
         return out
 
 
@@ -135,7 +153,7 @@ def check_schema(schema: Any, path: str, pointer: str) -> None:
         raise ToolDocError(f"expected a JSON Schema object, got {_kind(schema)}", path=path, location=pointer or "/")
 
     def bad(key: str, what: str) -> ToolDocError:
-        return ToolDocError(f"'{key}' must be {what}", path=path, location=f"{pointer}/{escape_pointer(key)}")
+        return ToolDocError(f"'{key}' must be {what}", path=path, location=f"{pointer}/{pointer_token(key)}")
 
     t = schema.get("type")
     if t is not None:
@@ -148,7 +166,7 @@ def check_schema(schema: Any, path: str, pointer: str) -> None:
             if not isinstance(props, dict):
                 raise bad(key, "an object mapping names to schemas")
             for name, sub in props.items():
-                check_schema(sub, path, f"{pointer}/{key}/{escape_pointer(name)}")
+                check_schema(sub, path, f"{pointer}/{key}/{pointer_token(name)}")
     if "required" in schema:
         req = schema["required"]
         if not isinstance(req, list) or not all(isinstance(x, str) for x in req):
@@ -269,3 +287,71 @@ def unwrap(schema: dict | None) -> dict:
             return {**merged, **rest}
         return {**unwrap(alts[0]), **{k: v for k, v in rest.items() if k != "description"}}
     return schema
+
+
+# --------------------------------------------------------------------------- documented patterns
+# A ``pattern`` is someone else's regular expression: every stage that generates or checks values
+# against one compiles it here, so that one that cannot be used is simply no pattern.
+
+MAX_PATTERN_UNITS = 2_000  # a pattern's size with its counted repeats multiplied out (RE2 allows 1,000 per repeat)
+
+
+def documented_pattern(pattern: Any) -> SafePattern | None:
+    """``pattern`` compiled by :mod:`autoforge.patterns` (RE2, linear time; the backtracking fallback
+    with a timeout), or None when it cannot be used: not a string, invalid, too long, or too large
+    once counted repeats are multiplied out (``((\\d{1000}){1000}){1000}``: RE2 refuses it, and the
+    fallback engine allocates memory per repetition, gigabytes). Callers ignore a None pattern."""
+    return _documented(pattern) if isinstance(pattern, str) and len(pattern) <= MAX_PATTERN_CHARS else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _documented(pattern: str) -> SafePattern | None:
+    if _pattern_units(pattern) > MAX_PATTERN_UNITS:
+        return None
+    try:
+        return compile_pattern(pattern)
+    except PatternError:
+        return None
+
+
+_COUNTED = re.compile(r"\{\s*(\d{1,12})\s*(?:,\s*(\d{0,12})\s*)?\}")
+
+
+def _pattern_units(pattern: str) -> int:
+    """Literals, classes and groups of ``pattern``, each repeat counted as often as it may run
+    (siblings add, nesting multiplies); when Python cannot parse the pattern, the product of
+    all its counts (an over-estimate)."""
+    try:
+        return _units(sre_parse.parse(pattern), 0)
+    except Exception:  # noqa: BLE001 - syntax only the fallback engine knows, or nesting past the recursion limit
+        total = 1
+        for m in _COUNTED.finditer(pattern):
+            total *= max(1, *(int(g) for g in m.groups() if g))
+            if total > MAX_PATTERN_UNITS:
+                break
+        return total
+
+
+def _units(tokens: Any, depth: int) -> int:
+    if depth > 100:
+        return MAX_PATTERN_UNITS + 1
+    total = 0
+    for op, av in tokens:
+        if op in _REPEAT_OPS:
+            lo, hi, sub = av
+            total += max(1, lo, hi if hi != _C.MAXREPEAT else 0) * _units(sub, depth + 1)
+        elif op is _C.SUBPATTERN:
+            total += _units(av[-1], depth + 1)
+        elif op is _C.BRANCH:
+            total += sum(_units(alt, depth + 1) for alt in av[1])
+        elif op in (_C.ASSERT, _C.ASSERT_NOT):
+            total += _units(av[1], depth + 1)
+        elif op is _C.GROUPREF_EXISTS:
+            total += sum(_units(alt, depth + 1) for alt in av[1:] if alt is not None)
+        elif op is getattr(_C, "ATOMIC_GROUP", None):
+            total += _units(av, depth + 1)
+        else:
+            total += 1
+        if total > MAX_PATTERN_UNITS:
+            break
+    return total
