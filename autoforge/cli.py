@@ -22,6 +22,7 @@ from autoforge.errors import AutoforgeError, ConfigError
 from autoforge.settings import PARAMS, range_message
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+FAILED_EXIT_CODE = 3  # a stage finished but an environment failed (same code as the factory's empty environment)
 
 
 def command(name: str):
@@ -167,6 +168,12 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
                title="acceptance checks (autoforge sql \"SELECT * FROM v_environment_checks\")")
     c = summary["counts"]
     print(", ".join(f"{k}={v}" for k, v in c.items()))
+    for p in summary.get("problems", []):
+        print(f"problem: {p['env']}: {p['problem']}", file=sys.stderr)
+    if summary.get("status") == "failed":
+        print(f"{len(summary.get('problems', []))} environment(s) failed for a systemic reason (exit code "
+              f"{FAILED_EXIT_CODE}); stored environments they would have replaced were kept", file=sys.stderr)
+        return FAILED_EXIT_CODE
     return 0
 
 
@@ -468,7 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (a folder = one tool set)")
     s.add_argument("--bundled", action="store_true", help="ingest the bundled corpus of 10+ domains")
 
-    s = sub.add_parser("synthesize", parents=[common], help="generate state schema + checked tool code per tool set")
+    s = sub.add_parser("synthesize", parents=[common], help="generate state schema + checked tool code per tool set",
+                       epilog=f"Exit codes: 0 done; {FAILED_EXIT_CODE} an environment raised, or every tool failed for a "
+                              "sandbox reason, or a result was worse than the stored one (which is kept); the reasons "
+                              "are printed. 2 bad parameters or input.")
     s.add_argument("--env", metavar="NAME", help="only this tool set (default: all)")
     s.add_argument("--backend", choices=["offline", "openai"], default="offline",
                    help="offline rules/templates (default) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")

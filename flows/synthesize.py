@@ -2,28 +2,36 @@
 
 A thin recipe over :mod:`autoforge.pipeline.synthesize`: read the tool sets, synthesize each
 environment in its own Prefect task (a failure in one environment does not stop the others),
-persist every result in ONE transaction, publish a table artifact with each environment's
+persist every result in ONE transaction (under the keep rule of the stage module), publish a table artifact with each environment's
 tools, accepted count and rejection reasons.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
+from flows._common import check_flow_inputs, gather, stage_task_runner
 
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table
 from autoforge.pipeline import synthesize as stage
-from autoforge.types import ToolSet, ToolSpec
+from autoforge.types import Run, ToolSet, ToolSpec
 
 
 @task(name="synthesize-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="synthesize-{toolset.name}")
-def synthesize_task(toolset: ToolSet, specs: list[ToolSpec], backend: str, run_id: str) -> SynthesisResult:
-    return stage.synthesize_one(toolset, specs, backend, run_id)
+def synthesize_task(toolset: ToolSet, specs: list[ToolSpec], backend: str, run_id: str, cache: Any) -> SynthesisResult:
+    return stage.synthesize_one(toolset, specs, backend, run_id, cache=cache)
+
+
+@task(name="persist-stage", task_run_name="persist-synthesize", cache_policy=NO_CACHE)
+def persist_synthesis(results: list[SynthesisResult], run: Run, warehouse: str | None, failed: bool):
+    """The stage's one write under the keep rule (a ready environment is never replaced by a worse one)."""
+    return stage.persist_results(warehouse, results, run, failed=failed)
 
 
 @flow(name="synthesize-environments", flow_run_name="synthesize-{backend}-env-{env}", log_prints=True, task_runner=stage_task_runner())
@@ -47,10 +55,12 @@ def synthesize_flow(
     params = stage.SynthesizeParams(env=env, backend=backend, max_envs=max_envs)
     todo = stage.load(warehouse, params)
     run = params.run_row(batch_id)
-    futures = [synthesize_task.submit(ts, specs, backend, run.run_id) for ts, specs in todo]
+    cache = stage.load_cache(warehouse, backend)
+    futures = [synthesize_task.submit(ts, specs, backend, run.run_id, quote(cache)) for ts, specs in todo]
     results: list[SynthesisResult] = gather(todo, futures, lambda t: f"environment {t[0].name}")
-    run = stage.finish_run(run, results, failed=len(results) < len(todo))
-    written = persist_stage(quote(results), run, warehouse)
+    run, written, kept = persist_synthesis(quote(results), run, warehouse, failed=len(results) < len(todo))
+    for why in kept.values():
+        logger.warning("kept the stored environment: %s", why)
     table = acceptance_table(results)
     for row in table:
         logger.info("%s: %s/%s tools accepted (%s)", row["environment"], row["accepted"], row["tools"], row["status"])
@@ -59,4 +69,4 @@ def synthesize_flow(
         table=table or [{"environment": "(none)", "status": "-", "tools": 0, "accepted": 0, "acceptance": "-", "rejected": "-"}],
         description=f"Environments synthesized by run {run.run_id} ({backend})",
     )
-    return stage.summary(results, run, written)
+    return stage.summary(results, run, written, kept)

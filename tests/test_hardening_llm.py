@@ -359,3 +359,17 @@ def test_a_systemic_failure_with_nothing_stored_is_written_and_fails_the_run(tmp
     assert summary["status"] == "failed" and summary["counts"]["failed"] == 1 and summary["counts"]["kept"] == 0
     assert "sandbox reason (sandbox_error)" in summary["problems"][0]["problem"]
     assert query(wh, "SELECT status FROM environments") == [{"status": "failed"}]
+
+
+def test_the_cli_exits_3_and_names_the_problem_when_a_ready_environment_was_kept(tmp_path, monkeypatch, capsys):
+    from autoforge.cli import FAILED_EXIT_CODE, main
+
+    wh = shop_warehouse(tmp_path)
+    assert main(["synthesize", "--warehouse", wh]) == 0
+    before = query(wh, "SELECT env_id, status, n_tools_accepted FROM environments")
+    monkeypatch.setattr(synthesis, "check_tool", _sandbox_down)
+    capsys.readouterr()
+    assert main(["synthesize", "--warehouse", wh]) == FAILED_EXIT_CODE == 3
+    err = capsys.readouterr().err
+    assert "problem: " in err and "kept" in err
+    assert query(wh, "SELECT env_id, status, n_tools_accepted FROM environments") == before
