@@ -1,4 +1,4 @@
-"""Regular expressions that come from documents or an LLM, matched without catastrophic backtracking.
+r"""Regular expressions that come from documents or an LLM, matched without catastrophic backtracking.
 
 A ``pattern`` in a parameter schema is someone else's text. Python's ``re`` backtracks, so
 ``^(a+)+$`` against ``"aaaa…b"`` or ``^(.|.|.)*Z$`` against a long string runs for minutes. Every
@@ -8,7 +8,8 @@ pattern that did not come from this code base goes through here instead:
   anchors) run on RE2 (``google-re2``), whose matching time is linear in the text.
 * Patterns RE2 refuses (lookarounds, back-references) run on the ``regex`` module with a
   timeout; running out of it raises :class:`PatternTimeout`, never blocks.
-* A pattern neither accepts, or one longer than :data:`MAX_PATTERN_CHARS`, raises
+* A pattern neither accepts, one longer than :data:`MAX_PATTERN_CHARS`, or one the fallback would
+  have to write out to more than :data:`MAX_EXPANDED` positions (``\d{999999999}``), raises
   :class:`PatternError` with the reason, so the caller rejects it with a message instead of
   crashing.
 
@@ -26,9 +27,17 @@ from typing import Any
 import re2
 import regex
 
+try:  # Python's own regex parser, used only to measure a pattern before the fallback compiles it
+    import re._parser as _sre_parser  # 3.11+
+except ImportError:  # pragma: no cover - 3.10
+    import sre_parse as _sre_parser  # type: ignore[no-redef]
+
 from autoforge.errors import AutoforgeError
 
 MAX_PATTERN_CHARS = 2_000  # longer "patterns" in docs are prose or attacks
+# Positions a pattern for the backtracking fallback may expand to (``\d{999999999}`` would take
+# gigabytes to compile there; RE2 refuses repeats over 1000 itself). The longest real pattern seen is 14.
+MAX_EXPANDED = 20_000
 DEFAULT_TIMEOUT_S = 0.5  # for the backtracking fallback only; RE2 needs none
 
 _RE2_OPTIONS = re2.Options()
@@ -78,7 +87,7 @@ def _short(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def compile_pattern(pattern: str) -> SafePattern:
     """Compile ``pattern`` (JSON Schema / ECMA-262 dialect, as Python spells it) or raise PatternError."""
     if not isinstance(pattern, str):
@@ -89,10 +98,50 @@ def compile_pattern(pattern: str) -> SafePattern:
         return SafePattern(pattern, "re2", re2.compile(pattern, options=_RE2_OPTIONS))
     except Exception:  # noqa: BLE001 - re2 raises its own error type for anything it does not support
         pass
+    if expanded_size(pattern) > MAX_EXPANDED:  # the backtracking engine compiles every repeat out
+        raise PatternError(f"pattern {_short(pattern)!r} repeats out to over {MAX_EXPANDED:,} positions; "
+                           "state long lengths with minLength/maxLength instead")
     try:
         return SafePattern(pattern, "regex", regex.compile(pattern, regex.V0))
-    except (regex.error, re.error, OverflowError, RecursionError, ValueError, TypeError) as exc:
+    except (regex.error, re.error, OverflowError, RecursionError, ValueError, TypeError, MemoryError) as exc:
         raise PatternError(f"invalid pattern {_short(pattern)!r}: {exc}") from exc
+
+
+def expanded_size(pattern: str) -> int:
+    """Positions the pattern has once bounded repeats are written out (``a{3}`` is 3; ``(ab){2,5}``
+    is 10), at most ``MAX_EXPANDED + 1``. PatternError when Python's parser cannot read it."""
+    try:
+        tree = _sre_parser.parse(pattern)
+    except (re.error, OverflowError, RecursionError, ValueError, TypeError) as exc:
+        raise PatternError(f"invalid pattern {_short(pattern)!r}: {exc}") from exc
+    return _size(tree, 0)
+
+
+def _size(items, depth: int) -> int:
+    if depth > 100:
+        return MAX_EXPANDED + 1
+    total = 0
+    for op, av in items:
+        name = str(op)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, hi, sub = av
+            times = lo if hi == _sre_parser.MAXREPEAT else hi
+            total += max(1, times) * _size(sub, depth + 1)
+        elif name == "BRANCH":
+            total += sum(_size(b, depth + 1) for b in av[1])
+        elif name == "SUBPATTERN":
+            total += _size(av[-1], depth + 1)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            total += _size(av[1], depth + 1)
+        elif name == "ATOMIC_GROUP":
+            total += _size(av, depth + 1)
+        elif name == "GROUPREF_EXISTS":
+            total += sum(_size(b, depth + 1) for b in av[1:] if b is not None)
+        else:
+            total += 1
+        if total > MAX_EXPANDED:
+            return MAX_EXPANDED + 1
+    return total
 
 
 def search(pattern: str, text: str, *, timeout_s: float | None = None):
