@@ -6,12 +6,17 @@ time/memory limits) stays to plain in-process calls.
 
     python benchmarks/env_throughput.py                      # the mock users/orders domain
     python benchmarks/env_throughput.py --warehouse autoforge.duckdb [--env NAME]
+    python benchmarks/env_throughput.py --scale 50           # every collection 50x as many records
 
 Everything runs on one core (``--cpu``, the worker inherits the affinity) unless ``--no-pin``.
 Each episode resets to the initial state, then makes its calls (reads and writes mixed); the
 direct baseline copies the state the same way (JSON round trip) and calls the compiled
 functions with no validation and no limits. A third line adds only the argument validation
 to the direct calls, to show where the overhead goes.
+
+Calls are all or nothing, so after each call the worker encodes the state to check it is JSON
+and to commit it (and rebuilds it when it changed): that part of a call's cost grows with the
+size of the state, which ``--scale`` shows.
 """
 
 from __future__ import annotations
@@ -95,6 +100,22 @@ def warehouse_workloads(path: str, only: str | None) -> list[Workload]:
     return out
 
 
+def scaled(state: dict, factor: int) -> dict:
+    """``state`` with every collection of records ``factor`` times as large (copies under ``<id>_<k>``)."""
+    if factor <= 1:
+        return state
+    out = {}
+    for name, records in state.items():
+        if isinstance(records, dict) and all(isinstance(r, dict) for r in records.values()):
+            grown = dict(records)
+            for k in range(1, factor):
+                grown.update({f"{rid}_{k}": loads(dumps(rec)) for rid, rec in records.items()})
+            out[name] = grown
+        else:
+            out[name] = records
+    return out
+
+
 # --------------------------------------------------------------------------- measurement
 
 
@@ -143,13 +164,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="measuring time per configuration")
     ap.add_argument("--cpu", type=int, default=0, help="core to pin to (the worker inherits it)")
     ap.add_argument("--no-pin", action="store_true", help="do not pin to one core")
+    ap.add_argument("--scale", type=int, default=1, help="make every collection of the state this many times larger")
     a = ap.parse_args()
     if not a.no_pin and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {a.cpu})
     workloads = warehouse_workloads(a.warehouse, a.env) if a.warehouse else mock_workload()
+    workloads = [(name, tools, scaled(state, a.scale), episode) for name, tools, state, episode in workloads]
     if not workloads:
         sys.exit("no environment with accepted, callable tools found")
     where = "one core" if not a.no_pin else "unpinned"
+    if a.scale > 1:
+        where += f", state x{a.scale}: {len(dumps(workloads[0][2])):,} bytes"
     print(f"{'environment':<24}{'tools':>6}{'calls/ep':>9}{'sandbox c/s':>13}{'direct c/s':>12}"
           f"{'direct+val c/s':>16}{'overhead':>10}{'us/call':>9}   ({where})")
     totals = [0, 0.0, 0, 0.0]

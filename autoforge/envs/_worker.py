@@ -10,10 +10,25 @@ Requests -> replies:
                                -> ["ok", {name: load_error_or_null}]   compile (already checked) code;
                                   ``name`` is the public tool name, ``function_name`` the Python
                                   function (default: ``name``), ``arg_map`` public -> Python argument names
-    ["reset", state]           -> ["ok", {name: load_error_or_null}]   fresh module globals + state
-    ["call", name, args]       -> [kind, output, error]                kind: ok | tool_error | invalid_arguments | crashed | memory_limit
-    ["state"]                  -> ["ok", state]  /  ["error", msg]
+    ["reset", state]           -> ["ok", {name: load_error_or_null}]   a new state
+    ["call", name, args]       -> [kind, output, error, rolled_back]   kind: ok | tool_error | invalid_arguments | crashed | memory_limit
+    ["state"]                  -> ["ok", state]
     ["hash"]                   -> ["ok", sha256 of canonical JSON]  /  ["error", msg]
+
+Calls are all-or-nothing. The worker keeps the committed state as JSON bytes, one piece per
+top-level entry (collection), beside the live object the tools mutate. After a call that
+returned a value, the state is encoded strictly (:func:`encode`: JSON types only, string keys,
+finite floats, integers a 64-bit decoder keeps exactly, valid Unicode); the entries whose bytes
+changed are committed and rebuilt from their bytes, so what a call changed is a plain JSON
+value afterwards (no tuples, aliases or references a tool kept into it; an entry whose bytes
+did not change keeps its objects, which encode to the same JSON). A call that returned
+``error(...)``, raised, returned a non-JSON value or left one in the state is undone: the
+changed entries are rebuilt from the committed bytes (``rolled_back`` says whether the tool
+had changed anything). ``get_state`` sends the committed bytes and the hash is computed from
+them, so both always describe the same state. Every call also runs in fresh module globals
+(the module code is executed again, ~0.5 us), so a module-level ``CALLS = []`` or a default
+argument cannot carry anything from one call to the next. Timeouts and the memory limit kill
+the worker; the parent rebuilds the state by replaying the calls that succeeded since the reset.
 
 Containment set up here before the first request (the parent adds the wall-clock timeout):
 RLIMIT_AS (address space = what the interpreter uses now + MEMORY_MB), RLIMIT_CPU (raised per
@@ -25,8 +40,10 @@ uid/gid ``nobody``. After a MemoryError the worker answers and exits, so a fresh
 
 from __future__ import annotations
 
+import datetime as _dt
 import hashlib
 import json
+import marshal
 import math
 import os
 import resource
@@ -41,18 +58,20 @@ try:  # orjson is ~5x faster than json; every call's frames go through these two
     import orjson
 
     def dumps(obj: Any) -> bytes:
+        """Encode a frame of our own (names, messages, sources); values from tools go through :func:`encode`."""
         try:
             return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
         except TypeError:
-            return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode()
+            return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8", "backslashreplace")
 
     def loads(data: bytes) -> Any:
         return orjson.loads(data)
 
 except ImportError:  # pragma: no cover - orjson ships with prefect
+    orjson = None
 
     def dumps(obj: Any) -> bytes:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode()
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False).encode("utf-8", "backslashreplace")
 
     def loads(data: bytes) -> Any:
         return json.loads(data)
@@ -61,11 +80,191 @@ except ImportError:  # pragma: no cover - orjson ships with prefect
 HEADER = struct.Struct("<I")
 MAX_FRAME = 256 * 1024 * 1024  # replies larger than this are refused (an observation, not a dump)
 
+# --------------------------------------------------------------------------- values at the boundary
+#
+# What crosses the pipe (arguments, outputs, the state) must be JSON that both ends decode to
+# the same value. orjson alone is not enough: it writes NaN and infinity as ``null``, and an
+# integer it cannot write makes ``dumps`` fall back to ``json``, whose output orjson then reads
+# back as a float. :func:`encode` refuses all of that, with the path of the offending value.
+
+INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1  # the integers orjson writes and reads back exactly
+MAX_DEPTH = 255  # orjson's nesting limit
+if orjson is not None:
+    _STRICT = orjson.OPT_PASSTHROUGH_DATETIME  # state and arguments: a datetime is an error, not a string
+    _OUTPUT = orjson.OPT_NON_STR_KEYS  # outputs: {1: x} -> {"1": x} and datetimes -> ISO text, as before
+
+
+class NotJSON(ValueError):
+    """A value that cannot cross the sandbox boundary as JSON; the message names where and why."""
+
+
+def _all_finite(value: Any, keys: bool = False) -> bool:
+    """False when a float in ``value`` (and with ``keys``, a float key) is NaN or infinite
+    (orjson would have written ``null``)."""
+    stack = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is dict:
+            if keys:
+                push(v)
+            push(v.values())
+        elif t is list:
+            push(v)
+        elif t is float:
+            if v - v:  # 0.0 for every finite float, NaN otherwise
+                return False
+        elif t is str or t is int or t is bool or v is None:
+            continue
+        elif isinstance(v, dict):
+            if keys:
+                push(v)
+            push(v.values())
+        elif isinstance(v, (list, tuple)):
+            push(v)
+        elif isinstance(v, float) and v - v:
+            return False
+    return True
+
+
+_FLOAT_CODES = (0x67, 0xE7)  # marshal's TYPE_BINARY_FLOAT ('g'), without and with FLAG_REF
+
+
+def _finite(value: Any, keys: bool = False) -> bool:
+    """:func:`_all_finite`, fast. marshal (C, ~2x orjson's time) writes every float as a type
+    byte and its 8 IEEE bytes, little-endian; NaN and infinity have an all-ones exponent, so
+    their last two bytes are >= 0xF0 and 0x7F/0xFF. Only a candidate (rare: a few ints have such
+    bytes), a value marshal cannot write (a dict subclass) or many candidates go to the walk."""
+    try:
+        data = marshal.dumps(value)
+    except (ValueError, TypeError):
+        return _all_finite(value, keys)
+    budget = 32
+    for last in (b"\x7f", b"\xff"):
+        i = data.find(last, 8)
+        while i != -1:
+            if data[i - 1] >= 0xF0 and data[i - 8] in _FLOAT_CODES:
+                return _all_finite(value, keys)  # a non-finite float, or bytes that look like one
+            budget -= 1
+            if not budget:
+                return _all_finite(value, keys)
+            i = data.find(last, i + 1)
+    return True
+
+
+def _show(value: Any, n: int = 40) -> str:
+    """A short repr that cannot fail (a huge int has no repr past 4300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+_HINTS = {"set": "use sorted(...) to make a list", "frozenset": "use sorted(...) to make a list",
+          "Decimal": "use float(x) or str(x)", "date": "store x.isoformat()", "datetime": "store x.isoformat()",
+          "time": "store x.isoformat()", "timedelta": "store a number of days or seconds",
+          "function": "return data, not a function", "bytes": "use a string"}
+
+
+def describe_problem(value: Any, where: str, *, output: bool = False) -> str:
+    """Where ``value`` stops being JSON and why (the message of :class:`NotJSON`)."""
+    found = _find_problem(value, where, output)
+    return found or f"{where} is not JSON (nested too deeply, or it contains itself)"
+
+
+def _find_problem(value: Any, where: str, output: bool) -> str | None:
+    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    while stack:
+        v, path, depth = stack.pop()
+        if len(path) > 160:
+            path = path[:80] + "..." + path[-60:]
+        if depth > MAX_DEPTH:
+            return f"{path} is nested more than {MAX_DEPTH} levels deep (or contains itself)"
+        if v is None or isinstance(v, bool):
+            continue
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as e:
+                return (f"{path} is a string with an unpaired surrogate {v[e.start]!r}, which is not valid "
+                        "Unicode: build text from real characters")
+        elif isinstance(v, int):
+            if not INT_MIN <= v <= INT_MAX:
+                return (f"{path} is {_show(v)}, outside the 64-bit range JSON numbers keep exactly here "
+                        "(-2**63 .. 2**64-1): store it as a string, or round it")
+        elif isinstance(v, float):
+            if v - v:
+                return (f"{path} is {v!r}, which is not a JSON number (NaN and infinity are not JSON): "
+                        "use None or a finite number")
+        elif isinstance(v, dict):
+            children = []
+            for k, x in v.items():
+                if not isinstance(k, str) and (not output or not (k is None or isinstance(k, (int, float)))):
+                    return (f"{path} has the key {_show(k)} ({type(k).__name__}); JSON object keys are "
+                            "strings: use str(key)")
+                if output and isinstance(k, int) and not isinstance(k, bool) and not INT_MIN <= k <= INT_MAX:
+                    return f"{path} has the key {_show(k)}, outside the 64-bit range: use str(key)"
+                if isinstance(k, float) and k - k:
+                    return f"{path} has the key {k!r}, which is not a JSON number: use str(key)"
+                children.append((k, f"{path} key {_show(k)}", depth + 1))
+                children.append((x, f"{path}[{_show(k)}]", depth + 1))
+            stack.extend(reversed(children))
+        elif isinstance(v, (list, tuple)):
+            stack.extend(reversed([(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v)]))
+        elif output and isinstance(v, (_dt.date, _dt.time)):
+            continue  # orjson writes ISO text, as it always has for outputs
+        else:
+            kind = type(v).__name__
+            hint = _HINTS.get(kind, "use dict, list, str, int, float, bool or None")
+            return f"{path} is a {kind}, which is not JSON: {hint}"
+    return None
+
+
+def _try_encode(value: Any, output: bool, *, finite: bool = True) -> bytes | None:
+    """:func:`encode` without the diagnosis: None when ``value`` is not JSON (``finite=False``:
+    the caller checks for NaN and infinity itself)."""
+    if orjson is None:  # pragma: no cover
+        if _find_problem(value, "", output) is not None:
+            return None
+        try:
+            return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
+        except (TypeError, ValueError, RecursionError):
+            return None
+    try:
+        data = orjson.dumps(value, option=_OUTPUT if output else _STRICT)
+    except TypeError:  # orjson.JSONEncodeError: a type, key, integer, surrogate or depth it refuses
+        return None
+    if finite and b"null" in data and not _finite(value, output):  # NaN and infinity come out as null
+        return None
+    return data
+
+
+def encode(value: Any, where: str, *, output: bool = False) -> bytes:
+    """``value`` as JSON bytes both sides decode to the same thing, else :class:`NotJSON`.
+
+    JSON types only (tuples as lists, dict subclasses as dicts), string keys (``output=True``
+    also takes int/float/bool/None keys and datetimes, written as text), finite floats,
+    integers in ``INT_MIN..INT_MAX``, valid Unicode, at most ``MAX_DEPTH`` levels.
+    """
+    data = _try_encode(value, output)
+    if data is None:
+        raise NotJSON(describe_problem(value, where, output=output))
+    return data
+
 
 def canonical_hash(state: Any) -> str:
     """Same bytes as :func:`autoforge.types.state_hash`, but a non-JSON value is an error."""
     text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _text(message: str) -> str:
+    """``message`` with unpaired surrogates escaped (a tool's exception text can hold them)."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _read_exact(fd: int, n: int) -> bytes | None:
@@ -117,13 +316,61 @@ class Worker:
         self.compiled: dict[tuple[str, str], Any] = {}
         self.binders: dict[str, sandbox.ArgBinder] = {}
         self.load_errors: dict[str, str | None] = {}
-        self.fns: dict[str, Any] = {}
-        self.state: dict = {}
+        self.state: dict = {}  # the live state the tools mutate
+        self.parts: dict[str, bytes] = {}  # the committed state: each top-level entry as JSON bytes
+        self.null_parts: set[str] = set()  # the committed entries whose JSON holds a null
+        self._snap: bytes | None = b"{}"  # the committed state as one JSON document (built on demand)
         self.cpu_soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
+
+    # ------------------------------------------------------------------ the committed state
+    @property
+    def snap(self) -> bytes:
+        """The committed state as JSON: what ``get_state`` sends and the hash is computed from."""
+        if self._snap is None:
+            self._snap = b"{" + b",".join(dumps(k) + b":" + v for k, v in self.parts.items()) + b"}"
+        return self._snap
+
+    def _set_committed(self, parts: dict[str, bytes], nulls: set[str], snap: bytes | None = None) -> None:
+        self.parts, self.null_parts, self._snap = parts, nulls, snap
+
+    def _check(self, state: dict) -> tuple[dict[str, bytes] | None, list[str], set[str]]:
+        """``(parts, changed, nulls)`` for the live ``state``: each top-level entry (collection) as
+        strict JSON (see :func:`encode`; None when one is not JSON), the entries that differ from
+        the committed ones, and the entries whose JSON holds a null. Per entry, so a call that
+        writes one collection rebuilds only that one; NaN and infinity (which orjson writes as
+        null, even over a null) are looked for only in entries that hold a null."""
+        committed = self.parts
+        if orjson is None:  # pragma: no cover
+            parts = {k: _try_encode(v, False) for k, v in state.items()}
+            if any(v is None for v in parts.values()) or any(type(k) is not str for k in parts):
+                return None, [], set()
+            return parts, [k for k, v in parts.items() if committed.get(k) != v], set()
+        dump, option = orjson.dumps, _STRICT
+        try:
+            parts = {k: dump(v, option=option) for k, v in state.items()}
+        except TypeError:  # a type, key, integer, surrogate or depth orjson refuses
+            return None, [], set()
+        if parts == committed:  # the usual case (a read): only a NaN written over a null is left to find
+            if self.null_parts and not _finite([state[k] for k in self.null_parts]):
+                return None, [], set()
+            return parts, [], self.null_parts
+        changed = [k for k, v in parts.items() if committed.get(k) != v]
+        if changed and any(type(k) is not str or (k not in committed and _try_encode(k, False) is None)
+                           for k in changed):
+            return None, [], set()  # a top-level key that is not a string, or not valid Unicode
+        nulls = {k for k in changed if b"null" in parts[k]}
+        nulls.update(k for k in self.null_parts if k in parts and k not in nulls and committed[k] == parts[k])
+        if nulls and not _finite([state[k] for k in nulls]):
+            return None, [], set()
+        if len(parts) != len(committed):
+            changed.append("")  # an entry was removed
+        return parts, changed, nulls
 
     # ------------------------------------------------------------------ requests
     def load(self, sources: dict[str, Any]) -> list:
-        self.codes, self.binders, self.load_errors, self.fns, self.state = {}, {}, {}, {}, {}
+        self.codes, self.binders, self.load_errors = {}, {}, {}
+        self.state = {}
+        self._set_committed({}, set(), b"{}")
         for name, entry in sources.items():
             try:
                 source, fname, arg_map = (entry, name, {}) if isinstance(entry, str) else entry
@@ -135,48 +382,81 @@ class Worker:
                 self.codes[name] = (self.compiled[key], fname, dict(arg_map or {}))
                 self.load_errors[name] = None
             except Exception as e:  # noqa: BLE001 - reported to the parent
-                self.load_errors[name] = f"{type(e).__name__}: {e}"
-        return ["ok", self._instantiate()]
-
-    def _instantiate(self) -> dict:
-        """Fresh module globals for every tool: nothing a call leaves in them survives a reset."""
-        fns = {}
-        for name, (code, fname, arg_map) in self.codes.items():
+                self.load_errors[name] = _text(f"{type(e).__name__}: {e}")
+        for name, (code, fname, arg_map) in self.codes.items():  # run each module once: errors, signatures
             self._arm_cpu()
             try:
                 fn = sandbox.load_tool(code, fname)
             except BaseException as e:  # noqa: BLE001
-                self.load_errors[name] = f"{type(e).__name__}: {e}"
+                self.load_errors[name] = _describe(e)
                 continue
-            fns[name] = fn
-            if name not in self.binders:
-                self.binders[name] = sandbox.ArgBinder(fn, arg_map)
-        self.fns = fns
-        return self.load_errors
+            self.binders[name] = sandbox.ArgBinder(fn, arg_map)
+        return ["ok", self.load_errors]
 
-    def reset(self, state: dict) -> list:
+    def reset(self, state: Any) -> list:
+        if type(state) is not dict:
+            return ["error", f"the state must be a JSON object, not {type(state).__name__}"]
+        self._set_committed({}, set())
+        parts, _, nulls = self._check(state)  # decoded from the parent's JSON: cannot fail
+        if parts is None:
+            return ["error", f"the state is not JSON: {describe_problem(state, 'state')}"]
         self.state = state
-        return ["ok", self._instantiate()]
+        self._set_committed(parts, nulls)
+        return ["ok", self.load_errors]
 
-    def call(self, name: str, args: dict) -> list:
-        fn = self.fns.get(name)
-        if fn is None:
+    def call(self, name: str, args: dict) -> bytes | list:
+        """Run one call, all or nothing: the reply frame (bytes) or a reply to encode."""
+        binder = self.binders.get(name)
+        if binder is None:
             why = self.load_errors.get(name) or "not loaded"
-            return ["crashed", None, f"tool {name!r} failed to load: {why}"]
-        binder = self.binders[name]
+            return ["crashed", None, f"tool {name!r} failed to load: {why}", False]
         problem = binder.problem(args, name)
         if problem is not None:
-            return ["invalid_arguments", None, problem]
+            return ["invalid_arguments", None, problem, False]
+        code, fname, _ = self.codes[name]
+        state = self.state
         self._arm_cpu()
         try:
-            out = fn(self.state, **binder.bind(args))
+            fn = sandbox.load_tool(code, fname)  # fresh module globals: nothing survives a call
+            out = fn(state, **binder.bind(args))
         except MemoryError:
             raise
         except BaseException as e:  # noqa: BLE001 - a raising tool is a bug, reported as 'crashed'
-            return ["crashed", None, _describe(e)]
+            return self._undo("crashed", None, _describe(e))
+        try:
+            out_bytes = encode(out, "output", output=True)
+        except NotJSON as e:
+            return self._undo("crashed", None, f"output is not JSON-serialisable: {e}")
+        if len(out_bytes) > MAX_FRAME - 4096:
+            return self._undo("crashed", None, f"the output is {len(out_bytes)} bytes; the limit is {MAX_FRAME}")
         if type(out) is dict and "error" in out:
-            return ["tool_error", out, str(out["error"])]
-        return ["ok", out, None]
+            return self._undo("tool_error", out_bytes, _text(str(out["error"])))
+        parts, changed, nulls = self._check(state)
+        if parts is None:
+            return self._undo("crashed", None, "the tool left a non-JSON value in the state: "
+                                               f"{describe_problem(state, 'state')} (the call was undone)")
+        if changed:  # commit; the entries that changed are rebuilt, so the live state is exactly this JSON
+            for key in changed:
+                if key in parts:
+                    state[key] = loads(parts[key])
+            self._set_committed(parts, nulls)
+        return b'["ok",' + out_bytes + b",null,false]"
+
+    def _undo(self, kind: str, out_bytes: bytes | None, error: str) -> bytes:
+        """A failed call's reply, after putting the committed state back."""
+        changed = self.restore()
+        return b"".join((b"[", dumps(kind), b",", out_bytes or b"null", b",", dumps(_text(error)), b",",
+                         b"true" if changed else b"false", b"]"))
+
+    def restore(self) -> bool:
+        """Make the live state the committed one again; True when the failed call had changed it."""
+        live = self.state
+        parts, changed, _ = self._check(live)
+        if parts is not None and not changed:
+            return False  # nothing to undo (the common case: a precondition failed before any write)
+        parts = parts or {}
+        self.state = {k: live[k] if parts.get(k) == v else loads(v) for k, v in self.parts.items()}
+        return True
 
     def _arm_cpu(self) -> None:
         """Keep at least cpu_s + 1 CPU seconds of headroom below RLIMIT_CPU's soft limit."""
@@ -194,7 +474,13 @@ def _describe(e: BaseException) -> str:
             line = tb.tb_lineno
         tb = tb.tb_next
     where = f" (line {line})" if line else ""
-    return f"{type(e).__name__}: {e}{where}"
+    try:
+        detail = str(e)
+    except Exception:  # noqa: BLE001 - e.g. ValueError(10**5000): its text cannot be built
+        detail = "<the exception's message could not be turned into text>"
+    if len(detail) > 2000:
+        detail = detail[:1997] + "..."
+    return _text(f"{type(e).__name__}: {detail}{where}")
 
 
 class _Reader:
@@ -239,28 +525,24 @@ def serve(rfd: int, wfd: int, worker: Worker) -> None:
             elif op == "load":
                 reply = worker.load(msg[1])
             elif op == "state":
-                reply = ["ok", worker.state]
+                reply = b'["ok",' + worker.snap + b"]"
             elif op == "hash":
-                try:
-                    reply = ["ok", canonical_hash(worker.state)]
-                except (TypeError, ValueError, RecursionError) as e:
-                    reply = ["error", f"state holds a non-JSON value: {type(e).__name__}: {e}"]
+                reply = ["ok", canonical_hash(loads(worker.snap))]
             else:
                 reply = ["error", f"unknown request {op!r}"]
         except MemoryError:
             reply, retire = ["memory_limit", None, "MemoryError: the tool exceeded its memory limit"], True
-        except BaseException as e:  # noqa: BLE001
-            reply = ["error", _describe(e)]
+        except BaseException as e:  # noqa: BLE001 - our own failure, not the tool's
+            reply = ["error", f"the sandbox worker failed on {op!r}: {_describe(e)}"]
+            if op == "call":  # a call must still be all or nothing; if that fails too, start afresh
+                try:
+                    reply = ["crashed", None, reply[1], worker.restore()]
+                except BaseException:  # noqa: BLE001
+                    reply, retire = ["crashed", None, reply[1], True, "retired"], True
         try:
-            payload = dumps(reply)
+            payload = reply if isinstance(reply, bytes) else dumps(reply)
         except MemoryError:
             payload, retire = dumps(["memory_limit", None, "MemoryError while encoding the reply"]), True
-        except (TypeError, ValueError, OverflowError, RecursionError) as e:
-            why = f"{type(e).__name__}: {e}"
-            if op == "call":  # the tool returned something that is not JSON
-                payload = dumps(["crashed", None, f"output is not JSON-serialisable: {why}"])
-            else:  # a tool left a non-JSON value in the state
-                payload = dumps(["error", f"state holds a non-JSON value: {why}"])
         _write(wfd, payload)
         if retire:
             return

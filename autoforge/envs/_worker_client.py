@@ -4,6 +4,11 @@ A :class:`WorkerProcess` is one child (:mod:`autoforge.envs._worker`). :meth:`re
 frame and waits for the reply with ``poll``; past the deadline the child is killed (SIGKILL)
 and :class:`WorkerDied` says why (``timeout``, ``memory_limit`` or ``crashed``). The caller
 (:class:`autoforge.envs.runtime.Environment`) then starts a fresh one.
+
+Workers are pooled (:func:`take_worker` / :func:`give_worker`): opening an Environment reuses
+an idle process. The determinism check wants the opposite, processes that have never run
+anything, one of them with another string-hash seed (:func:`fresh_worker`); a small stock of
+those is started ahead, so taking one does not wait for a process start.
 """
 
 from __future__ import annotations
@@ -57,12 +62,13 @@ def _kill(proc: subprocess.Popen, fds: list[int]) -> None:
 class WorkerProcess:
     """One sandbox worker process. Not thread-safe: one request at a time."""
 
-    def __init__(self, *, memory_mb: int, timeout_s: float):
+    def __init__(self, *, memory_mb: int, timeout_s: float, hash_seed: int = 0):
         self.memory_mb = int(memory_mb)
         self.timeout_s = float(timeout_s)
+        self.hash_seed = int(hash_seed)  # 0 for every worker that runs episodes: set order agrees across them
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
-        env = {"PYTHONHASHSEED": "0", "PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {"PYTHONHASHSEED": str(self.hash_seed), "PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "autoforge.envs._worker", str(p2c_r), str(c2p_w),
@@ -151,7 +157,7 @@ class WorkerProcess:
             raise self._die("crashed", None) from None
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         reply = loads(self._read_frame(deadline))
-        if reply and reply[0] == "memory_limit":  # the worker answers, then exits: reap it
+        if reply and (reply[0] == "memory_limit" or reply[-1] == "retired"):  # it answers, then exits: reap it
             self.dead = True
             self._finalizer()
         return reply
@@ -187,8 +193,39 @@ def take_worker(*, memory_mb: int, timeout_s: float) -> WorkerProcess:
 
 
 def give_worker(worker: WorkerProcess) -> None:
+    """Back to the pool; a worker with another hash seed (a determinism check's) is stopped instead."""
     with _POOL_LOCK:
-        if worker.dead or len(_POOL) >= POOL_SIZE:
+        if worker.dead or worker.hash_seed != 0 or len(_POOL) >= POOL_SIZE:
             worker.close()
         else:
             _POOL.append(worker)
+
+
+# --------------------------------------------------------------------------- never-used workers
+
+FRESH_SPARES = 1  # started ahead per (limits, seed): the next determinism check finds them ready
+FRESH_KINDS = 4  # distinct (limits, seed) stocks kept; the least recently used one goes first
+_FRESH: dict[tuple[int, float, int], list[WorkerProcess]] = {}
+
+
+def fresh_worker(*, memory_mb: int, timeout_s: float, hash_seed: int = 0) -> WorkerProcess:
+    """A worker process that has run nothing yet (its memory layout is its own), string hash seed
+    ``hash_seed``. Taken from a stock started ahead, which is topped up at once (the new
+    processes start while the caller works)."""
+    key = (int(memory_mb), float(timeout_s), int(hash_seed))
+    with _POOL_LOCK:
+        stock = _FRESH.pop(key, [])
+        _FRESH[key] = stock  # most recently used last
+        found = None
+        while stock and found is None:
+            w = stock.pop(0)
+            if w.dead or w.proc.poll() is not None:
+                w.close()
+            else:
+                found = w
+        while len(stock) < FRESH_SPARES:
+            stock.append(WorkerProcess(memory_mb=memory_mb, timeout_s=timeout_s, hash_seed=hash_seed))
+        while len(_FRESH) > FRESH_KINDS:
+            for w in _FRESH.pop(next(iter(_FRESH))):
+                w.close()
+    return found or WorkerProcess(memory_mb=memory_mb, timeout_s=timeout_s, hash_seed=hash_seed)

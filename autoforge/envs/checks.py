@@ -14,9 +14,12 @@ environment. Ours, in order (the first failure is the reason stored with the rej
                           signature), ``crashed`` (it raised or returned non-JSON), ``timeout``,
                           ``memory_limit``, ``malformed_error`` (an error observation that is not
                           ``{"error": str}``);
-4. ``nondeterministic``  two identical calls on copies of the state give identical output and
-                          identical state; ``error_changed_state``: an error observation leaves the
-                          state as it was;
+4. ``nondeterministic``  two identical calls on copies of the state, each in a fresh worker
+                          process with its own string-hash seed, give identical output and identical
+                          state (output built from memory addresses or from a set's order fails);
+                          ``error_changed_state``: the tool wrote to the state and then returned an
+                          error (the runtime undoes such writes, but the code should check every
+                          precondition first);
 5. ``output_mismatch``   a successful output fits the output schema the tool declares (keys it
                           promises are there, types agree; ``null`` is allowed for any value) —
                           later stages bind outputs to inputs by this schema, so it must be true.
@@ -24,15 +27,19 @@ environment. Ours, in order (the first failure is the reason stored with the rej
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
 from autoforge.envs import sandbox
-from autoforge.envs.runtime import smoke_check, tool_function
+from autoforge.envs.runtime import safe_validator_class, schema_error, smoke_check, tool_function
 from autoforge.errors import AutoforgeError, UnsafeCodeError
+from autoforge.patterns import PatternTimeout
 from autoforge.types import ToolCode, canonical_json, state_hash
+
+OUTPUT_CHECK_S = 2.0  # time the output-schema check may spend matching patterns
 
 
 @dataclass
@@ -72,17 +79,23 @@ def _nullable(schema: Any, depth: int = 0) -> Any:
 
 
 def output_fits(output: Any, schema: dict | None) -> str | None:
-    """None when ``output`` fits ``schema`` (nulls allowed), else the first mismatch."""
+    """None when ``output`` fits ``schema`` (nulls allowed), else the first mismatch, or what is
+    wrong with the schema (a dangling ``$ref``, a pattern that takes too long) — never an exception."""
     if not schema:
         return None
     try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator = validator_cls(_nullable(schema))
-        err = jsonschema.exceptions.best_match(validator.iter_errors(output))
+        validator = safe_validator_class(schema)(_nullable(schema))
+        err = schema_error(validator, output, deadline=time.monotonic() + OUTPUT_CHECK_S)
     except (jsonschema.SchemaError, TypeError, ValueError) as e:
         return f"the declared output schema is not valid JSON Schema: {e}"
+    except PatternTimeout as e:
+        return f"the declared output schema could not be checked in {OUTPUT_CHECK_S:g} s: {e}"
+    except RecursionError:
+        return "the declared output schema is nested too deeply to check"
     if err is None:
         return None
+    if isinstance(err, str):
+        return f"the declared output {err}"
     where = "/".join(str(p) for p in err.absolute_path) or "<top>"
     return f"output at {where}: {err.message[:300]}"
 
@@ -120,11 +133,14 @@ def check_tool(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: float
     same_output = canonical_json(first.output) == canonical_json(second.output)
     if not same_output or first.state_hash != second.state_hash:
         what = "output" if not same_output else "final state"
-        return CheckResult(False, "nondeterministic", f"{call}: two identical calls gave a different {what} "
-                                                      "(use next_id, NOW/TODAY, no randomness)", arguments, first.output)
-    if first.kind == "tool_error" and first.state_hash and first.state_hash != state_hash(state):
-        return CheckResult(False, "error_changed_state", f"{call}: it returned an error but changed the state; "
-                                                         "check every precondition before writing", arguments, first.output)
+        return CheckResult(False, "nondeterministic", f"{call}: two identical calls, each in a fresh sandbox "
+                                                      f"process, gave a different {what} (use next_id, NOW/TODAY, no "
+                                                      "randomness; sort sets before returning or storing them; never "
+                                                      "return repr() of functions or objects)", arguments, first.output)
+    if first.kind == "tool_error" and (first.rolled_back or (first.state_hash and first.state_hash != state_hash(state))):
+        return CheckResult(False, "error_changed_state", f"{call}: it returned an error after changing the state "
+                                                         "(the runtime undid the change); check every precondition "
+                                                         "before writing", arguments, first.output)
     if first.ok:
         mismatch = output_fits(first.output, tool.output_schema)
         if mismatch:

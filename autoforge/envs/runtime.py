@@ -11,30 +11,38 @@ only its name and arguments one way and its observation the other. Layers of con
    environment variables, dropped root; the parent kills it on the wall-clock timeout.
 
 Every failure is an :class:`Observation`, never an exception out of :meth:`Environment.call`:
-unknown tool, arguments that fail the tool's JSON Schema (checked here, before any code runs),
-a returned ``{"error": ...}``, an exception in the tool, a timeout, the memory limit. After
-a worker is killed a fresh one is started and the state *before* the failed call is rebuilt
-by replaying the calls since the last reset (tools are deterministic), so a call that hits a
-limit has no effect and the episode can go on.
+unknown tool, arguments that are not JSON or fail the tool's JSON Schema (checked here, before
+any code runs; schema patterns on RE2 via :mod:`autoforge.patterns`, and the check counts
+against the call's time limit), a returned ``{"error": ...}``, an exception in the tool, a
+non-JSON output or state, a timeout, the memory limit.
+
+A call is all or nothing: every failure leaves the state exactly as it was. The worker undoes
+a returned error, an exception or a non-JSON value itself (it keeps the committed state as
+JSON bytes); after a worker is killed a fresh one is started and the state is rebuilt by
+replaying the successful calls since the last reset (tools are deterministic, and each call
+runs in fresh module globals), so the episode can go on.
 
 Not thread-safe: one Environment per rollout thread (each has its own worker). Workers are
 pooled: :meth:`Environment.close` hands its worker back and the next Environment with the same
-limits loads its own tools into it (module globals and state are rebuilt on every load and
-reset), so opening an Environment per task costs about a millisecond, not a process start.
+limits loads its own tools into it (the state is replaced on every load and reset, module
+globals on every call), so opening an Environment per task costs about a millisecond, not a
+process start.
 """
 
 from __future__ import annotations
 
-import re
+import threading
+import time
 from typing import Any, Literal
 
 import jsonschema
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import ValidationError, best_match
 from pydantic import BaseModel, ConfigDict
 
+from autoforge import patterns
 from autoforge.envs import sandbox
-from autoforge.envs._worker import dumps
-from autoforge.envs._worker_client import WorkerDied, WorkerProcess, give_worker, take_worker
+from autoforge.envs._worker import NotJSON, dumps, encode
+from autoforge.envs._worker_client import WorkerDied, WorkerProcess, fresh_worker, give_worker, take_worker
 from autoforge.errors import ConfigError, SandboxError
 from autoforge.settings import get_settings
 from autoforge.types import EnvironmentRecord, ToolCode, canonical_json
@@ -49,8 +57,9 @@ class Observation(BaseModel):
     """What a tool call gives back. ``kind`` says which way it went:
 
     ok · tool_error (the tool returned ``{"error": ...}``) · invalid_arguments (schema or
-    signature) · unknown_tool · timeout · memory_limit · crashed (the tool raised, returned a
-    non-JSON value, or its worker died).
+    signature) · unknown_tool · timeout · memory_limit · crashed (the tool raised, returned or
+    stored a non-JSON value, or its worker died). A failed call never changes the state;
+    ``rolled_back`` says the tool had written before it failed (the runtime undid it).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -60,6 +69,7 @@ class Observation(BaseModel):
     error: str | None = None
     kind: ObservationKind = "ok"
     state_hash: str | None = None  # filled by smoke_check only (hash of the state after the call)
+    rolled_back: bool = False
 
     def to_text(self) -> str:
         """The observation as the agent sees it: JSON of the output, or ``{"error": ...}``."""
@@ -92,6 +102,132 @@ def _load_entry(tool: ToolCode) -> str | list:
 # small subset of JSON Schema, which :func:`_fast_validator` turns into a ~1 us predicate. It
 # only decides *valid*; any failure, and any schema using other keywords, goes to
 # ``jsonschema`` (which also writes the message), so the verdict is always jsonschema's.
+#
+# A schema's ``pattern`` is someone else's text (``^(a+)+$`` backtracks for minutes in ``re``):
+# both paths match patterns with :mod:`autoforge.patterns` (RE2, linear time; lookarounds on
+# ``regex`` with a timeout), the jsonschema one through its pattern keywords replaced by
+# :func:`safe_validator_class` (which also checks ``uniqueItems`` by hashing, not by comparing
+# every pair). The time the check may take is the call's: ``_BUDGET.deadline``.
+
+_BUDGET = threading.local()  # .deadline: time.monotonic() by which the current check must end
+
+
+def _matches(rx: patterns.SafePattern, text: str) -> bool:
+    """``rx.search(text)`` within the current budget (PatternTimeout past it)."""
+    return rx.search(text, timeout_s=patterns.remaining(getattr(_BUDGET, "deadline", None))) is not None
+
+
+def _short(text: str, n: int = 200) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _kw_pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not _matches(patterns.compile_pattern(pattern), instance):
+        yield ValidationError(f"{_short(repr(instance))} does not match {_short(repr(pattern))}")
+
+
+def _kw_pattern_properties(validator, pattern_properties, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        rx = patterns.compile_pattern(pattern)
+        for key, value in instance.items():
+            if _matches(rx, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _kw_additional_properties(validator, additional, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    known = schema.get("properties", {})
+    rxs = [patterns.compile_pattern(p) for p in schema.get("patternProperties", {})]
+    extras = sorted((k for k in instance if k not in known and not any(_matches(rx, k) for rx in rxs)), key=str)
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if "patternProperties" in schema:
+            verb = "does" if len(extras) == 1 else "do"
+            regexes = ", ".join(repr(p) for p in sorted(schema["patternProperties"]))
+            yield ValidationError(f"{_short(', '.join(_short(repr(e), 60) for e in extras))} {verb} not match any of "
+                                  f"the regexes: {_short(regexes)}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(f"Additional properties are not allowed "
+                                  f"({_short(', '.join(_short(repr(e), 60) for e in extras))} {verb} unexpected)")
+
+
+def _uniq_key(value: Any) -> Any:
+    """A hashable form of a JSON value under jsonschema's equality (1 == 1.0, True != 1, key order free)."""
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, dict):
+        return ("d", frozenset((k, _uniq_key(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("l", tuple(_uniq_key(v) for v in value))
+    return ("o", repr(value))
+
+
+def _kw_unique_items(validator, unique, instance, schema):
+    """jsonschema compares every pair of unsortable items (minutes for 10 000 objects); this hashes."""
+    if unique and validator.is_type(instance, "array") and len({_uniq_key(v) for v in instance}) != len(instance):
+        yield ValidationError(f"{_short(repr(instance))} has non-unique elements")
+
+
+_SAFE_KEYWORDS = {"pattern": _kw_pattern, "patternProperties": _kw_pattern_properties,
+                  "additionalProperties": _kw_additional_properties, "uniqueItems": _kw_unique_items}
+_SAFE_CLASSES: dict[type, type] = {}
+
+
+def safe_validator_class(schema: Any) -> type:
+    """The jsonschema validator class for ``schema`` (by its ``$schema``), with ``pattern``,
+    ``patternProperties`` and ``additionalProperties`` matching through :mod:`autoforge.patterns`,
+    and ``uniqueItems`` in linear time."""
+    cls = jsonschema.validators.validator_for(schema)
+    safe = _SAFE_CLASSES.get(cls)
+    if safe is None:
+        keywords = {k: f for k, f in _SAFE_KEYWORDS.items() if k in cls.VALIDATORS}
+        safe = _SAFE_CLASSES[cls] = jsonschema.validators.extend(cls, keywords)
+    return safe
+
+
+def _schema_keys(schema: Any, limit: int = 100_000) -> set[str]:
+    """Every key used anywhere in a JSON value (iterative; stops after ``limit`` nodes)."""
+    keys: set[str] = set()
+    stack, seen = [schema], 0
+    while stack and seen < limit:
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, dict):
+            keys.update(k for k in node if isinstance(k, str))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return keys
+
+
+def schema_error(validator: Any, instance: Any, *, deadline: float | None = None) -> ValidationError | str | None:
+    """jsonschema's best error for ``instance`` (None when it fits), or a text saying why the
+    schema itself cannot be used (a dangling ``$ref``, a ``$ref`` loop, an unusable pattern):
+    never an exception, except :class:`autoforge.patterns.PatternTimeout` past ``deadline``."""
+    _BUDGET.deadline = deadline
+    try:
+        return best_match(validator.iter_errors(instance))
+    except patterns.PatternTimeout:
+        raise
+    except patterns.PatternError as e:
+        return f"schema has a pattern that cannot be used: {e}"
+    except RecursionError:
+        return "schema refers to itself without end (a $ref loop) or is nested too deeply"
+    except Exception as e:  # noqa: BLE001 - referencing.exceptions.Unresolvable (a dangling $ref) and the like
+        return f"schema cannot be used: {type(e).__name__}: {_short(str(e))}"
+    finally:
+        _BUDGET.deadline = None
+
 
 _ANNOTATIONS = {"description", "title", "default", "examples", "example", "format", "$comment",
                 "deprecated", "readOnly", "writeOnly"}  # jsonschema checks none of these by default
@@ -146,12 +282,12 @@ def _fast_validator(schema: Any):
                            "maximum": lambda v, b=b: not _is_number(v) or v <= b,
                            "exclusiveMinimum": lambda v, b=b: not _is_number(v) or v > b,
                            "exclusiveMaximum": lambda v, b=b: not _is_number(v) or v < b}[key])
-    if "pattern" in schema:  # jsonschema uses re.search too
+    if "pattern" in schema:  # search, as jsonschema does; on RE2 (see above)
         try:
-            rx = re.compile(schema["pattern"])
-        except (re.error, TypeError):
-            return None
-        checks.append(lambda v: type(v) is not str or rx.search(v) is not None)
+            rx = patterns.compile_pattern(schema["pattern"])
+        except patterns.PatternError:
+            return None  # jsonschema's path says what is wrong with it
+        checks.append(lambda v: type(v) is not str or _matches(rx, v))
     for key in ("anyOf", "oneOf"):
         if key in schema:
             subs = schema[key]
@@ -227,25 +363,38 @@ def _fast_validator(schema: Any):
 class _ArgValidator:
     """Validates arguments against a tool's JSON Schema: a fast path, then ``jsonschema``."""
 
-    __slots__ = ("fast", "full")
+    __slots__ = ("fast", "full", "refused")
 
     def __init__(self, tool: ToolCode):
         schema = tool.parameters or {"type": "object"}
         try:
-            cls = jsonschema.validators.validator_for(schema)
+            cls = safe_validator_class(schema)
             cls.check_schema(schema)
+            self.fast = _fast_validator(schema) if "$schema" not in schema else None
         except jsonschema.SchemaError as e:
             raise ConfigError(f"tool {tool.name!r}: its parameters are not a valid JSON Schema: "
                               f"{e.message}") from None
+        except RecursionError:
+            raise ConfigError(f"tool {tool.name!r}: its parameters schema (or a pattern in it) is nested too "
+                              "deeply to check; flatten it (use $defs for repeated parts)") from None
         self.full = cls(schema)
-        self.fast = _fast_validator(schema) if "$schema" not in schema else None
+        self.refused = None
+        keys = _schema_keys(schema)
+        if "unevaluatedProperties" in keys and "patternProperties" in keys:  # jsonschema would use ``re`` there
+            self.fast, self.refused = None, ("its parameter schema combines unevaluatedProperties with "
+                                             "patternProperties, which cannot be checked in bounded time; "
+                                             "fix the tool's parameters (use additionalProperties)")
 
     _cache: dict[str, "_ArgValidator"] = {}
 
     @classmethod
     def for_tool(cls, tool: ToolCode) -> "_ArgValidator":
         """Compiled once per distinct schema (opening an Environment per task stays cheap)."""
-        key = canonical_json(tool.parameters)
+        try:
+            key = canonical_json(tool.parameters)
+        except (RecursionError, ValueError) as e:
+            raise ConfigError(f"tool {tool.name!r}: its parameters schema cannot be read: {type(e).__name__}: "
+                              f"{e}") from None
         found = cls._cache.get(key)
         if found is None:
             if len(cls._cache) >= 4096:
@@ -253,15 +402,25 @@ class _ArgValidator:
             found = cls._cache[key] = cls(tool)
         return found
 
-    def problem(self, arguments: dict) -> str | None:
-        """None when valid, else jsonschema's best message with the path."""
-        if self.fast is not None and self.fast(arguments):
-            return None
-        err = best_match(self.full.iter_errors(arguments))
+    def problem(self, arguments: dict, deadline: float | None = None) -> str | None:
+        """None when valid, else jsonschema's best message with the path (or what is wrong with the
+        schema). Patterns must finish by ``deadline`` (raises PatternTimeout)."""
+        if self.fast is not None:
+            _BUDGET.deadline = deadline
+            try:
+                if self.fast(arguments):
+                    return None
+            finally:
+                _BUDGET.deadline = None
+        if self.refused:
+            return self.refused
+        err = schema_error(self.full, arguments, deadline=deadline)
         if err is None:
             return None
+        if isinstance(err, str):
+            return f"its parameter {err}; fix the tool's parameters"
         where = "/".join(str(p) for p in err.absolute_path)
-        return err.message + (f" (at '{where}')" if where else "")
+        return _short(err.message, 1000) + (f" (at '{_short(where)}')" if where else "")
 
 
 class Environment:
@@ -273,7 +432,8 @@ class Environment:
     """
 
     def __init__(self, tools: list[ToolCode], *, timeout_s: float | None = None,
-                 memory_mb: int | None = None, env_id: str | None = None, _any_status: bool = False):
+                 memory_mb: int | None = None, env_id: str | None = None, _any_status: bool = False,
+                 _fresh_seed: int | None = None):
         settings = get_settings()
         self.timeout_s = float(settings.tool_timeout_s if timeout_s is None else timeout_s)
         self.memory_mb = int(settings.tool_memory_mb if memory_mb is None else memory_mb)
@@ -294,11 +454,13 @@ class Environment:
         for name in self._tools:  # an earlier, rejected attempt at an accepted tool
             self.rejected.pop(name, None)
         self._validators = {name: _ArgValidator.for_tool(t) for name, t in self._tools.items()}
+        self._call_heads = {name: b'["call",' + dumps(name) + b"," for name in self._tools}
         self._worker: WorkerProcess | None = None
         self._load_frame = dumps(["load", {n: _load_entry(t) for n, t in self._tools.items()}])
         self._reset_frame: bytes | None = None
-        self._log: list[bytes] | None = None  # calls since reset; None: too many to replay
+        self._log: list[bytes] | None = None  # successful calls since reset; None: too many to replay
         self._lost = False  # the state could not be rebuilt after a kill: reset() needed
+        self._fresh_seed = _fresh_seed  # smoke_check: the first worker is a never-used one with this hash seed
 
     @classmethod
     def from_records(cls, env: EnvironmentRecord, tools: list[ToolCode], **kw) -> "Environment":
@@ -334,7 +496,12 @@ class Environment:
             self._lost = True  # too many calls since reset to replay
             raise SandboxError(f"environment {self.env_id or ''}: the state was lost when a call hit a "
                                f"limit (more than {MAX_REPLAY_LOG} calls since reset to replay); call reset() first")
-        w = self._worker = take_worker(memory_mb=self.memory_mb, timeout_s=self.timeout_s)
+        if self._fresh_seed is not None:
+            w = fresh_worker(memory_mb=self.memory_mb, timeout_s=self.timeout_s, hash_seed=self._fresh_seed)
+            self._fresh_seed = None  # a replacement after a kill comes from the pool
+        else:
+            w = take_worker(memory_mb=self.memory_mb, timeout_s=self.timeout_s)
+        self._worker = w
         try:
             self._admin(w, self._load_frame)
             if self._reset_frame is not None:
@@ -373,8 +540,8 @@ class Environment:
         if not isinstance(state, dict):
             raise ConfigError(f"state must be a dict of collections, got {type(state).__name__}")
         try:
-            frame = dumps(["reset", state])
-        except (TypeError, ValueError) as e:
+            frame = b'["reset",' + encode(state, "state") + b"]"
+        except NotJSON as e:
             raise ConfigError(f"state is not JSON-serialisable: {e}") from None
         self._reset_frame, self._log, self._lost = frame, [], False
         w = self._worker
@@ -387,9 +554,12 @@ class Environment:
             self._live_worker()
 
     def call(self, name: str, arguments: dict | None = None) -> Observation:
-        """Run one tool call and return its observation (never raises for a bad call)."""
+        """Run one tool call and return its observation (never raises for a bad call).
+
+        The call's time limit (``timeout_s``) covers checking its arguments and running it."""
         if self._reset_frame is None:
             raise SandboxError("call reset(state) before calling tools")
+        deadline = time.monotonic() + self.timeout_s
         validator = self._validators.get(name)
         if validator is None:
             known = ", ".join(self._tools) or "none"
@@ -400,33 +570,46 @@ class Environment:
         if not isinstance(arguments, dict):
             return _fail("invalid_arguments", f"arguments of {name} must be a JSON object, "
                                               f"got {type(arguments).__name__}")
-        problem = validator.problem(arguments)
+        try:
+            frame = self._call_heads[name] + encode(arguments, "arguments") + b"]"
+        except NotJSON as e:
+            return _fail("invalid_arguments", f"arguments of {name} are not JSON: {e}")
+        try:
+            problem = validator.problem(arguments, deadline)
+        except patterns.PatternTimeout as e:
+            return _fail("timeout", f"{name}: checking the arguments against the tool's JSON Schema did not "
+                                    f"finish within the call's {self.timeout_s:g} s limit: {e}")
         if problem is not None:
             return _fail("invalid_arguments", f"invalid arguments for {name}: {problem}")
         if self._lost:
             return _fail("crashed", "the environment state was lost after a limit breach; call reset() first")
+        left = deadline - time.monotonic()  # what the argument check left of the call's time
+        if left <= 0:
+            return _fail("timeout", f"{name}: checking the arguments used up the call's {self.timeout_s:g} s "
+                                    "limit; the tool did not run")
         try:
-            frame = dumps(["call", name, arguments])
-        except (TypeError, ValueError) as e:
-            return _fail("invalid_arguments", f"arguments of {name} are not JSON: {e}")
-        try:
-            w = self._live_worker()
-            kind, output, error = w.request(frame)
+            w = self._live_worker()  # (restarting a stopped worker does not count against the call)
+            reply = w.request(frame, left)
         except WorkerDied as e:  # timeout or a dead worker: the next call gets a fresh one
             return _fail(e.kind, f"{name}: {e}")
         except SandboxError as e:  # the state could not be rebuilt
             return _fail("crashed", f"{e}")
+        kind = reply[0]
+        output, error, rolled_back = (reply[1], reply[2], reply[3]) if len(reply) >= 4 else (None, reply[-1], False)
         if kind == "memory_limit":
             return _fail("memory_limit", f"{name}: {error} ({self.memory_mb} MB)")
-        if kind != "invalid_arguments" and self._log is not None:  # it ran: replay it after a kill
-            self._log.append(frame)
-            if len(self._log) > MAX_REPLAY_LOG:
-                self._log = None
         if kind == "ok":
+            if self._log is not None:  # only successful calls change the state: replay them after a kill
+                self._log.append(frame)
+                if len(self._log) > MAX_REPLAY_LOG:
+                    self._log = None
             return Observation(ok=True, output=output)
-        if kind == "crashed":
-            error = f"{name} raised {error}" if not error.startswith("tool ") else error
-        return Observation(ok=False, kind=kind, output=output, error=error)
+        if kind not in ("tool_error", "invalid_arguments", "crashed"):
+            return _fail("crashed", f"{name}: the sandbox worker answered {str(reply)[:300]}")
+        error = str(error)
+        if kind == "crashed" and not error.startswith("tool "):  # "tool 'x' failed to load: ..." says it all
+            error = f"{name}: {error}" if error.startswith(("output ", "the ")) else f"{name} raised {error}"
+        return Observation(ok=False, kind=kind, output=output, error=error, rolled_back=bool(rolled_back))
 
     def get_state(self) -> dict:
         """A copy of the current state."""
@@ -455,23 +638,33 @@ class Environment:
 # --------------------------------------------------------------------------- synthesis helpers
 
 
+DETERMINISM_SEEDS = (0, 1)  # string-hash seeds of smoke_check's two workers (episodes run with 0)
+
+
 def smoke_check(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: float | None = None,
                 memory_mb: int | None = None) -> tuple[Observation, Observation]:
-    """Run ``tool`` twice, each time on a fresh copy of ``state`` with the same arguments.
+    """Run ``tool`` twice, each time on a fresh copy of ``state`` with the same arguments, each
+    time in a fresh worker process (one that has run nothing before), with different string
+    hash seeds (:data:`DETERMINISM_SEEDS`).
 
     Returns both observations with ``state_hash`` set (the state after the call). The tool
     passes when neither is ``crashed``/``timeout``/``memory_limit`` and the two agree on
-    ``output`` and ``state_hash``. Runs whatever the tool's status (this is how code gets
-    accepted), but only after :func:`~autoforge.envs.sandbox.check_source` (raises
-    :class:`~autoforge.errors.UnsafeCodeError`). A state left holding a non-JSON value makes
-    the observation ``crashed``. Workers come from a small pool, so a check costs ~1 ms.
+    ``output`` and ``state_hash``: output that depends on memory addresses (``repr`` of an
+    object) or on the iteration order of a set of strings differs between the two processes.
+    Runs whatever the tool's status (this is how code gets accepted), but only after
+    :func:`~autoforge.envs.sandbox.check_source` (raises
+    :class:`~autoforge.errors.UnsafeCodeError`). A call that returns or leaves a non-JSON value
+    is ``crashed``. A check costs two process starts (~40 ms each); the fresh workers come from
+    a stock started ahead (:func:`~autoforge.envs._worker_client.fresh_worker`), so the start
+    overlaps with the caller's own work where there is any.
     """
     settings = get_settings()
     t = float(settings.tool_timeout_s if timeout_s is None else timeout_s)
     m = int(settings.tool_memory_mb if memory_mb is None else memory_mb)
     results: list[Observation] = []
-    with Environment([tool], timeout_s=t, memory_mb=m, env_id=tool.env_id, _any_status=True) as env:
-        for _ in range(2):
+    for seed in DETERMINISM_SEEDS:
+        with Environment([tool], timeout_s=t, memory_mb=m, env_id=tool.env_id, _any_status=True,
+                         _fresh_seed=seed) as env:
             try:
                 env.reset(state)
             except WorkerDied as e:  # the module code itself hit a limit while loading

@@ -24,13 +24,21 @@ The tool-code convention (what the code generator emits and what the checks enfo
   name is not a usable identifier (``order-id`` -> ``order_id``, ``from`` -> ``from_``,
   ``state`` -> ``state_``; :func:`autoforge.envs.naming.argument_names`); the runtime renames
   the arguments of each call (:class:`ArgBinder`). Defaults for the optional ones; a mutable
-  default such as ``[]`` is rejected. Helper functions, imports and constant assignments may
-  also appear at top level; nothing else (no loops or calls as statements there).
+  default such as ``[]``, ``dict()`` or ``set()`` is rejected (use None and build it inside).
+  Helper functions, imports and constant assignments may also appear at top level; nothing
+  else (no loops or calls as statements there).
 - It mutates ``state`` in place for writes and returns a JSON-serialisable value. A failed
   precondition *returns* ``{"error": "..."}`` (``error(msg)``); an exception is a bug.
 - Deterministic: no randomness, no clock (``now``/``today``/``utcnow``/``timestamp`` are
-  rejected), no I/O, no state kept between calls (``global``/``nonlocal`` rejected; module
-  globals are rebuilt on every reset).
+  rejected), no I/O, no state kept between calls (``global``/``nonlocal`` rejected; the
+  sandbox runs the module code again for every call, so a module-level ``CALLS = []`` starts
+  empty each time: data that must last belongs in ``state``). Output that depends on memory
+  addresses (``repr`` of a function) or on string-hash order (iterating a ``set`` of strings)
+  fails the determinism check, which runs the tool in two fresh processes with different
+  hash seeds: sort instead.
+- All or nothing: a call that returns ``error(...)`` or raises leaves the state as it was
+  (the runtime undoes its writes), and so does one that returns or stores a value that is not
+  JSON: NaN/infinity, an integer beyond 64 bits, a set, a date object, a non-string key.
 - Injected names: ``NOW`` ("2025-01-15T10:00:00"), ``TODAY`` ("2025-01-15"),
   ``next_id(state, collection, prefix, width=4)``, ``add_days(date_str, n)``,
   ``copy(value)`` (deep copy; also ``copy.deepcopy``/``copy.copy``), ``error(msg)``.
@@ -76,6 +84,7 @@ from autoforge.errors import UnsafeCodeError
 
 MAX_SOURCE_CHARS = 100_000
 MAX_AST_NODES = 20_000
+MAX_AST_DEPTH = 200  # syntax-tree nesting: deeper than any real tool (an elif chain of 150 is fine)
 
 # --------------------------------------------------------------------------- injected helpers
 
@@ -263,7 +272,29 @@ _NODE_REASONS = {
     "TryStar": "except* is not allowed",
 }
 _TOP_LEVEL = (ast.Expr, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.Assign, ast.AnnAssign)
-_MUTABLE_DEFAULTS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)
+_MUTABLE_DEFAULTS = (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp, ast.GeneratorExp)
+# Calls whose result is a mutable container or a stateful iterator: as a default it would be
+# created once and shared by every call.
+_MUTABLE_CALLS = frozenset("dict list set bytearray Counter defaultdict OrderedDict deque ChainMap iter map "
+                           "filter zip enumerate reversed count cycle repeat islice chain".split())
+
+
+def _mutable_default(node: ast.AST) -> bool:
+    if isinstance(node, _MUTABLE_DEFAULTS):
+        return True
+    if isinstance(node, ast.Call):
+        func = node.func
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        return called in _MUTABLE_CALLS
+    return False
+
+
+def _source_text(node: ast.AST, n: int = 40) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # noqa: BLE001 - only for a message
+        text = type(node).__name__
+    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 def _fail(tool: str, node: ast.AST | None, reason: str) -> UnsafeCodeError:
@@ -275,31 +306,40 @@ def _fail(tool: str, node: ast.AST | None, reason: str) -> UnsafeCodeError:
     return err
 
 
-class _StripAnnotations(ast.NodeTransformer):
-    """Drop every annotation (never evaluated, never checked): ``x: T = v`` becomes ``x = v`` and
-    ``from __future__ import annotations`` goes too."""
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        node.returns = None
-        return self.generic_visit(node)
-
-    def visit_arg(self, node: ast.arg) -> ast.AST:
-        node.annotation = None
-        return node
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
-        if node.module == "__future__" and all(a.name == "annotations" for a in node.names):
-            return None  # only about annotations, which are gone
-        return node
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        if node.value is None:
-            return ast.copy_location(ast.Pass(), node)
-        return self.generic_visit(ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node))
-
-
 def _strip_annotations(tree: ast.Module) -> ast.Module:
-    return ast.fix_missing_locations(_StripAnnotations().visit(tree))
+    """Drop every annotation (never evaluated, never checked): ``x: T = v`` becomes ``x = v`` and
+    ``from __future__ import annotations`` goes too. Iterative, so deep code cannot exhaust the stack."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
+        elif isinstance(node, ast.arg):
+            node.annotation = None
+        for field, value in ast.iter_fields(node):
+            if not (isinstance(value, list) and any(isinstance(v, (ast.AnnAssign, ast.ImportFrom)) for v in value)):
+                continue
+            kept = []
+            for stmt in value:
+                if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__" and all(
+                        a.name == "annotations" for a in stmt.names):
+                    continue  # only about annotations, which are gone
+                if isinstance(stmt, ast.AnnAssign):
+                    stmt = ast.copy_location(ast.Pass() if stmt.value is None else
+                                             ast.Assign(targets=[stmt.target], value=stmt.value), stmt)
+                kept.append(stmt)
+            setattr(node, field, kept)
+    return tree
+
+
+def _depth(tree: ast.AST) -> tuple[int, ast.AST | None]:
+    """The nesting depth of ``tree`` and its first node that deep (iterative: no recursion limit)."""
+    deepest, where = 0, None
+    stack = [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        if d > deepest:
+            deepest, where = d, node
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest, where
 
 
 def parse_tool(source: str, name: str) -> ast.Module:
@@ -315,8 +355,17 @@ def parse_tool(source: str, name: str) -> ast.Module:
         err.line, err.col = e.lineno or 0, e.offset or 0  # type: ignore[attr-defined]
         err.args = (f"tool {name!r} line {e.lineno}:{e.offset}: syntax error: {e.msg}",)
         raise err from None
-    except (RecursionError, MemoryError, ValueError) as e:
+    except (RecursionError, MemoryError) as e:
+        raise _fail(name, None, f"source cannot be parsed: it is nested too deeply ({type(e).__name__}); "
+                                f"at most {MAX_AST_DEPTH} levels: split long expressions and deep nesting "
+                                "into separate statements with intermediate variables") from None
+    except ValueError as e:
         raise _fail(name, None, f"source cannot be parsed: {type(e).__name__}: {e}") from None
+    depth, node = _depth(tree)
+    if depth > MAX_AST_DEPTH:
+        raise _fail(name, node, f"code nested {depth} levels deep (syntax-tree levels); at most "
+                                f"{MAX_AST_DEPTH}: split long expressions and deep nesting "
+                                "into separate statements with intermediate variables")
     return _strip_annotations(tree)
 
 
@@ -368,9 +417,11 @@ def _attribute_problem(attr: str) -> str | None:
 
 def _walk(node: ast.AST, depth: int = 0):
     """Depth-first, in source order, with depth (a deeper node at one position is more specific)."""
-    yield node, depth
-    for child in ast.iter_child_nodes(node):
-        yield from _walk(child, depth + 1)
+    stack = [(node, depth)]
+    while stack:
+        node, depth = stack.pop()
+        yield node, depth
+        stack.extend(reversed([(child, depth + 1) for child in ast.iter_child_nodes(node)]))
 
 
 def _node_problems(tree: ast.Module, bound: set[str]):
@@ -393,8 +444,10 @@ def _node_problems(tree: ast.Module, bound: set[str]):
             if isinstance(node, ast.FunctionDef) and node.decorator_list:
                 yield node, depth, "decorators are not allowed"
             for default in [*node.args.defaults, *node.args.kw_defaults]:
-                if isinstance(default, _MUTABLE_DEFAULTS):
-                    yield default, depth + 2, "mutable default argument: use None and create it inside"
+                if default is not None and _mutable_default(default):
+                    yield default, depth + 2, (f"mutable default argument `{_source_text(default)}`: it would be "
+                                               "created once and shared by every call; use None and create "
+                                               "it inside (data that must last between calls belongs in `state`)")
         elif isinstance(node, ast.Name):
             if node.id.startswith("__"):
                 yield node, depth, f"name {node.id!r} is not allowed: names starting with '__' are reserved"
@@ -506,7 +559,8 @@ def compile_tool(source: str | ast.Module, name: str) -> types.CodeType:
 
 
 def load_tool(code: types.CodeType, name: str) -> Callable[..., Any]:
-    """Run the module code in a fresh namespace and return the tool function."""
+    """Run the module code in a fresh namespace and return the tool function (the sandbox worker
+    does this for every call, ~0.5 us, so nothing a call leaves in module globals survives it)."""
     namespace = make_globals()
     exec(code, namespace)  # noqa: S102 - checked code, restricted builtins
     fn = namespace.get(name)
