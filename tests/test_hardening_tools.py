@@ -152,23 +152,38 @@ def test_output_that_depends_on_the_process_is_caught_as_nondeterministic(expr):
     assert "fresh sandbox process" in res.detail and "sort sets" in res.detail
 
 
-def test_the_determinism_check_uses_two_never_used_workers(monkeypatch):
+def test_the_determinism_check_uses_two_check_workers_that_never_run_episodes(monkeypatch):
     taken = []
-    real = runtime.fresh_worker
+    real = runtime.check_worker
 
     def recording(**kw):
         w = real(**kw)
-        taken.append((w.pid, w.hash_seed, w._ready))
+        taken.append((w.pid, w.hash_seed, w.role))
         return w
 
-    monkeypatch.setattr(runtime, "fresh_worker", recording)
+    monkeypatch.setattr(runtime, "check_worker", recording)
     pooled = {w.pid for w in _worker_client._POOL}
-    res = check_tool(tool_code("t", "def t(state):\n    return sorted({'b', 'a', 'c'})\n", status="rejected"), {}, {})
+    tool = tool_code("t", "def t(state):\n    return sorted({'b', 'a', 'c'})\n", status="rejected")
+    res = check_tool(tool, {}, {})
     assert res.ok and res.output == ["a", "b", "c"]  # sorted: the same in both processes
     assert [seed for _, seed, _ in taken] == list(runtime.DETERMINISM_SEEDS) == [0, 1]
+    assert [role for _, _, role in taken] == ["check", "check"]
     assert len({pid for pid, _, _ in taken}) == 2 and not pooled & {pid for pid, _, _ in taken}
-    assert not any(ready for _, _, ready in taken)  # neither had answered a request before
+    assert not {w.pid for w in _worker_client._POOL} & {pid for pid, _, _ in taken}  # never handed to episodes
     assert all(w.hash_seed == 0 for w in _worker_client._POOL)  # the seed-1 worker never runs episodes
+
+
+def test_a_check_worker_is_retired_after_its_quota_of_checks(monkeypatch):
+    monkeypatch.setattr(_worker_client, "CHECKS_PER_WORKER", 2)
+    monkeypatch.setattr(_worker_client, "_CHECKERS", {})  # none idle: the first is a never-used one
+    tool = tool_code("t", "def t(state):\n    return 1\n", status="rejected")
+    pids = []
+    for _ in range(3):
+        w = _worker_client.check_worker(memory_mb=512, timeout_s=2.0, hash_seed=1)
+        pids.append(w.pid)
+        _worker_client.give_worker(w)
+    assert pids[0] == pids[1] != pids[2]  # reused once, then a never-used one
+    assert check_tool(tool, {}, {}).ok
 
 
 # --------------------------------------------------------------------------- 3. JSON at the boundary

@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict
 from autoforge import patterns
 from autoforge.envs import sandbox
 from autoforge.envs._worker import NotJSON, dumps, encode
-from autoforge.envs._worker_client import WorkerDied, WorkerProcess, fresh_worker, give_worker, take_worker
+from autoforge.envs._worker_client import WorkerDied, WorkerProcess, check_worker, give_worker, take_worker
 from autoforge.errors import ConfigError, SandboxError
 from autoforge.settings import get_settings
 from autoforge.types import EnvironmentRecord, ToolCode, canonical_json
@@ -460,7 +460,7 @@ class Environment:
         self._reset_frame: bytes | None = None
         self._log: list[bytes] | None = None  # successful calls since reset; None: too many to replay
         self._lost = False  # the state could not be rebuilt after a kill: reset() needed
-        self._fresh_seed = _fresh_seed  # smoke_check: the first worker is a never-used one with this hash seed
+        self._fresh_seed = _fresh_seed  # smoke_check: the first worker is a check worker with this hash seed
 
     @classmethod
     def from_records(cls, env: EnvironmentRecord, tools: list[ToolCode], **kw) -> "Environment":
@@ -497,7 +497,7 @@ class Environment:
             raise SandboxError(f"environment {self.env_id or ''}: the state was lost when a call hit a "
                                f"limit (more than {MAX_REPLAY_LOG} calls since reset to replay); call reset() first")
         if self._fresh_seed is not None:
-            w = fresh_worker(memory_mb=self.memory_mb, timeout_s=self.timeout_s, hash_seed=self._fresh_seed)
+            w = check_worker(memory_mb=self.memory_mb, timeout_s=self.timeout_s, hash_seed=self._fresh_seed)
             self._fresh_seed = None  # a replacement after a kill comes from the pool
         else:
             w = take_worker(memory_mb=self.memory_mb, timeout_s=self.timeout_s)
@@ -643,9 +643,10 @@ DETERMINISM_SEEDS = (0, 1)  # string-hash seeds of smoke_check's two workers (ep
 
 def smoke_check(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: float | None = None,
                 memory_mb: int | None = None) -> tuple[Observation, Observation]:
-    """Run ``tool`` twice, each time on a fresh copy of ``state`` with the same arguments, each
-    time in a fresh worker process (one that has run nothing before), with different string
-    hash seeds (:data:`DETERMINISM_SEEDS`).
+    """Run ``tool`` twice, each time on a fresh copy of ``state`` with the same arguments, in two
+    separate worker processes with different string hash seeds (:data:`DETERMINISM_SEEDS`).
+    Both are check workers (:func:`~autoforge.envs._worker_client.check_worker`): they never run
+    episodes, load the tool afresh and call it in a fresh namespace.
 
     Returns both observations with ``state_hash`` set (the state after the call). The tool
     passes when neither is ``crashed``/``timeout``/``memory_limit`` and the two agree on
@@ -654,9 +655,8 @@ def smoke_check(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: floa
     Runs whatever the tool's status (this is how code gets accepted), but only after
     :func:`~autoforge.envs.sandbox.check_source` (raises
     :class:`~autoforge.errors.UnsafeCodeError`). A call that returns or leaves a non-JSON value
-    is ``crashed``. A check costs two process starts (~40 ms each); the fresh workers come from
-    a stock started ahead (:func:`~autoforge.envs._worker_client.fresh_worker`), so the start
-    overlaps with the caller's own work where there is any.
+    is ``crashed``. Check workers are reused for up to ``CHECKS_PER_WORKER`` checks, then
+    replaced by never-used ones, so most checks start no process.
     """
     settings = get_settings()
     t = float(settings.tool_timeout_s if timeout_s is None else timeout_s)
