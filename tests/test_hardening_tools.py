@@ -192,6 +192,7 @@ def test_a_check_worker_is_retired_after_its_quota_of_checks(monkeypatch):
     ("return 10 ** 400", "output is <an integer of about 401 digits>, outside the 64-bit range"),
     ("state['items']['I1']['qty'] = 10 ** 400\n    return 1", "state['items']['I1']['qty'] is <an integer"),
     ("state['items']['I1']['qty'] = 2 ** 64\n    return 1", "outside the 64-bit range"),
+    ("state['items']['I1']['qty'] = 2 ** 63\n    return 1", "outside the 64-bit range"),
     ("state['items']['I1']['qty'] = -2 ** 63 - 1\n    return 1", "outside the 64-bit range"),
     ("return {'v': float('nan')}", "output['v'] is nan, which is not a JSON number"),
     ("state['items']['I1']['qty'] = 1e308 * 10\n    return 1", "is inf, which is not a JSON number"),
@@ -243,13 +244,13 @@ def test_a_non_json_reset_state_is_refused_with_where(failing_env, state, fragme
 
 
 EDGE_STATE = {"uni": {"Zürich ☃ 𝔘 ẞ": ["\u0000\n\"\\", "日本語", "e\u0301"]},
-              "num": {"big": [2 ** 63 - 1, -(2 ** 63), 2 ** 64 - 1, 10 ** 18],
+              "num": {"big": [2 ** 63 - 1, -(2 ** 63), 10 ** 18],
                       "float": [1e308, -1e308, 5e-324, -0.0, 0.1 + 0.2, 1 / 3, 2.5e-8]},
               "nest": {"deep": [[[[[[1, [2, [3, {"k": [None, True, False]}]]]]]]]]}}
 
 
 def test_worker_hash_and_get_state_hash_always_agree():
-    src = ("def t(state):\n    state['num']['big'].append(2 ** 64 - 1)\n    state['num']['float'].append(1e308)\n"
+    src = ("def t(state):\n    state['num']['big'].append(2 ** 63 - 1)\n    state['num']['float'].append(1e308)\n"
            "    state['uni']['ключ ✓'] = [[['ü']]]\n    state['nest']['deep'].append([[[-0.0]]])\n    return 1\n")
     with Environment([tool_code("t", src)]) as env:
         env.reset(EDGE_STATE)
@@ -408,7 +409,7 @@ def _json_ok(value, *, str_keys: bool) -> bool:
             stack.extend(v.values())
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
-        elif isinstance(v, int) and not isinstance(v, bool) and not -(2 ** 63) <= v < 2 ** 64:
+        elif isinstance(v, int) and not isinstance(v, bool) and not -(2 ** 63) <= v < 2 ** 63:
             return False
     return True
 

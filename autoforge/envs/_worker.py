@@ -18,7 +18,7 @@ Requests -> replies:
 Calls are all-or-nothing. The worker keeps the committed state as JSON bytes, one piece per
 top-level entry (collection), beside the live object the tools mutate. After a call that
 returned a value, the state is encoded strictly (:func:`encode`: JSON types only, string keys,
-finite floats, integers a 64-bit decoder keeps exactly, valid Unicode); the entries whose bytes
+finite floats, integers in the signed 64-bit range, valid Unicode); the entries whose bytes
 changed are committed and rebuilt from their bytes, so what a call changed is a plain JSON
 value afterwards (no tuples, aliases or references a tool kept into it; an entry whose bytes
 did not change keeps its objects, which encode to the same JSON). A call that returned
@@ -46,6 +46,7 @@ import json
 import marshal
 import math
 import os
+import re
 import resource
 import struct
 import sys
@@ -87,7 +88,7 @@ MAX_FRAME = 256 * 1024 * 1024  # replies larger than this are refused (an observ
 # integer it cannot write makes ``dumps`` fall back to ``json``, whose output orjson then reads
 # back as a float. :func:`encode` refuses all of that, with the path of the offending value.
 
-INT_MIN, INT_MAX = -(1 << 63), (1 << 64) - 1  # the integers orjson writes and reads back exactly
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1  # signed 64-bit: what orjson, DuckDB's BIGINT and most JSON readers keep
 MAX_DEPTH = 255  # orjson's nesting limit
 if orjson is not None:
     _STRICT = orjson.OPT_PASSTHROUGH_DATETIME  # state and arguments: a datetime is an error, not a string
@@ -195,7 +196,7 @@ def _find_problem(value: Any, where: str, output: bool) -> str | None:
         elif isinstance(v, int):
             if not INT_MIN <= v <= INT_MAX:
                 return (f"{path} is {_show(v)}, outside the 64-bit range JSON numbers keep exactly here "
-                        "(-2**63 .. 2**64-1): store it as a string, or round it")
+                        "(-2**63 .. 2**63-1): store it as a string, or round it")
         elif isinstance(v, float):
             if v - v:
                 return (f"{path} is {v!r}, which is not a JSON number (NaN and infinity are not JSON): "
@@ -240,7 +241,12 @@ def _try_encode(value: Any, output: bool, *, finite: bool = True) -> bytes | Non
         return None
     if finite and b"null" in data and not _finite(value, output):  # NaN and infinity come out as null
         return None
+    if _LONG_DIGITS.search(data) and _find_problem(value, "", output) is not None:  # orjson writes up to 2**64-1
+        return None
     return data
+
+
+_LONG_DIGITS = re.compile(rb"\d{19}")  # an integer outside the signed 64-bit range has 19 digits or more
 
 
 def encode(value: Any, where: str, *, output: bool = False) -> bytes:
@@ -358,6 +364,8 @@ class Worker:
         if changed and any(type(k) is not str or (k not in committed and _try_encode(k, False) is None)
                            for k in changed):
             return None, [], set()  # a top-level key that is not a string, or not valid Unicode
+        if any(_LONG_DIGITS.search(parts[k]) and _find_problem(state[k], "", False) for k in changed):
+            return None, [], set()  # an integer orjson writes but outside the signed 64-bit range
         nulls = {k for k in changed if b"null" in parts[k]}
         nulls.update(k for k in self.null_parts if k in parts and k not in nulls and committed[k] == parts[k])
         if nulls and not _finite([state[k] for k in nulls]):
