@@ -426,7 +426,7 @@ def _number(key: str, flag: str | None = None) -> Callable[[str], Any]:
 
 def _warehouse_arg(text: str) -> str:
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"must be a DuckDB file path or a SQLAlchemy URL: got {text!r} (empty); e.g. "
+        raise argparse.ArgumentTypeError(f"must be a DuckDB file path or a duckdb:/// or postgresql:// URL: got {text!r} (empty); e.g. "
                                          "--warehouse data/autoforge.duckdb, or leave it out for $AUTOFORGE_WAREHOUSE "
                                          "or ./autoforge.duckdb")
     return text
@@ -448,7 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         default=None,
         type=_warehouse_arg,
-        help="DuckDB file or SQLAlchemy URL (default: $AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)",
+        help="DuckDB file, or a postgresql:// URL (default: $AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)",
     )
     p = argparse.ArgumentParser(
         prog="autoforge",

@@ -9,7 +9,7 @@ before anything is written. Command-line flags override these (``--warehouse PAT
 ``AUTOFORGE_WAREHOUSE``).
 
     variable                   field            valid values                          default
-    AUTOFORGE_WAREHOUSE        warehouse        non-empty path or SQLAlchemy URL      autoforge.duckdb
+    AUTOFORGE_WAREHOUSE        warehouse        DuckDB path/URL or postgresql:// URL  autoforge.duckdb
     AUTOFORGE_LOCK_TIMEOUT     lock_timeout_s   seconds, finite, [0.1, 86400]         30
     AUTOFORGE_BACKEND          backend          offline | openai                      offline
     AUTOFORGE_OPENAI_BASE_URL  openai_base_url  http(s)://host... (or OPENAI_BASE_URL) unset
@@ -221,7 +221,7 @@ def _is_url(value: Any) -> bool:
 
 
 VARS: dict[str, Var] = {
-    "warehouse": Var("WAREHOUSE", "the warehouse (a DuckDB file path or a SQLAlchemy URL)", "autoforge.duckdb",
+    "warehouse": Var("WAREHOUSE", "the warehouse (a DuckDB file path, duckdb:///PATH or postgresql://USER@HOST/DB)", "autoforge.duckdb",
                      "data/autoforge.duckdb"),
     "lock_timeout_s": Var("LOCK_TIMEOUT", "the seconds a writer waits for a busy DuckDB file", 30.0, "30",
                           Range(0.1, 86_400, 30, integer=False)),
@@ -259,7 +259,7 @@ def _from_env(name: str):
 
 @dataclass(frozen=True)
 class Settings:
-    # Warehouse: a file path (DuckDB) or any SQLAlchemy URL ("duckdb:///x.duckdb", "postgresql://...").
+    # Warehouse: a file path (DuckDB), "duckdb:///x.duckdb" or "postgresql://..." (others are refused).
     warehouse: str = _from_env("warehouse")
     # Seconds a writer waits for another process to release the DuckDB file before giving up.
     lock_timeout_s: float = _from_env("lock_timeout_s")
@@ -297,7 +297,7 @@ class Settings:
 
 
 def warehouse_url(value: str) -> str:
-    """A bare path means a DuckDB file; anything with ``://`` is taken as a SQLAlchemy URL."""
+    """A bare path means a DuckDB file; anything with ``://`` is a URL (checked by warehouse.resolve_url)."""
     if "://" in value:
         return value
     return f"duckdb:///{Path(value).expanduser().resolve()}"

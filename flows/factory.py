@@ -50,7 +50,7 @@ def factory_flow(
     min_len / max_len: walk length range, in tool calls.
     walks: walks (and merges) per environment; None = max(40, 2 * tasks_per_env // 3).
     attempts_per_task: instantiation attempts per wanted task.
-    warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
+    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     """
     params = FactoryParams(backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [],
                            bundled=bundled, max_envs=max_envs, start=start, min_len=min_len, max_len=max_len,

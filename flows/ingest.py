@@ -40,7 +40,7 @@ def ingest_flow(
 
     paths: files or folders of tool docs (a folder = one tool set; a folder of folders = one per subfolder).
     bundled: also ingest the corpus shipped with the package (10+ domains).
-    warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
+    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
     """
     check_flow_inputs()

@@ -47,7 +47,7 @@ def synthesize_flow(
     env: only this tool set (by name); None = all.
     backend: "offline" (templates, no network) or "openai" (LLM code with bounded repair; AUTOFORGE_OPENAI_*).
     max_envs: at most this many tool sets (a limit for quick runs).
-    warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
+    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
     """
     check_flow_inputs(max_envs=max_envs)

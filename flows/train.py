@@ -64,7 +64,7 @@ def train_flow(
     """Train a policy with SFT cold start then ERPO on the warehouse's curated tasks.
 
     config: a YAML/JSON TrainConfig file (None: the defaults; see autoforge.rl.config.TrainConfig).
-    warehouse: DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
+    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     overrides: TrainConfig fields that replace the file's values (e.g. {"steps": 20, "user_error_rate": 0.2}).
     out_dir: where learning_curve.png and before_after.md go (default: the config's checkpoint_dir).
     """

@@ -40,7 +40,7 @@ class FactoryParams(StageParams):
     max_len: int = Field(5, description="longest walk, in tool calls")
     walks: int | None = Field(None, description="walks (and merges) per environment; None: max(40, 2 * tasks_per_env // 3)")
     attempts_per_task: int = Field(4, description="instantiation attempts per wanted task")
-    warehouse: str | None = Field(None, description="DuckDB file or SQLAlchemy URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
+    warehouse: str | None = Field(None, description="DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
 
     def batch_id(self) -> str:
         """Same parameters -> same batch id -> re-running adds no rows."""
@@ -82,7 +82,7 @@ class FactoryParams(StageParams):
             raise ConfigError("backend 'openai' needs AUTOFORGE_OPENAI_BASE_URL (and AUTOFORGE_OPENAI_MODEL) set")
         if self.warehouse is not None:
             if not self.warehouse.strip():
-                raise ConfigError("warehouse is an empty string: give a DuckDB file path or SQLAlchemy URL, or leave it "
+                raise ConfigError("warehouse is an empty string: give a DuckDB file path or postgresql:// URL, or leave it "
                                   "unset for the default (AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
             if "://" not in self.warehouse and Path(self.warehouse).expanduser().is_dir():
                 raise ConfigError(f"warehouse {self.warehouse!r} is a directory: give a file path inside it, "
