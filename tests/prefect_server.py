@@ -158,7 +158,11 @@ class PrefectServer:
     def trigger(self, name: str, parameters: dict | None = None) -> str:
         """Create a flow run of a deployment (what the UI's Run button does); returns its id."""
         dep = self.deployment(name)
-        r = self.api.post(f"/deployments/{dep['id']}/create_flow_run", json={"parameters": parameters or {}})
+        for attempt in range(5):  # 503: the server's own database was busy (SQLite, loaded machine): retry
+            r = self.api.post(f"/deployments/{dep['id']}/create_flow_run", json={"parameters": parameters or {}})
+            if r.status_code != 503:
+                break
+            time.sleep(0.5 * (attempt + 1))
         r.raise_for_status()
         return r.json()["id"]
 
