@@ -248,6 +248,8 @@ def test_unreadable_config_files(content, says, tmp_path):
         train_config(p)
     with pytest.raises(ConfigError, match="is a directory"):
         train_config(tmp_path)
+    with pytest.raises(ConfigError, match="not a regular file"):  # /dev/zero would never end
+        train_config("/dev/zero")
 
 
 def test_overrides_read_typed_in_strings_as_the_field_type():

@@ -240,6 +240,9 @@ class TrainConfig(BaseModel):
             if p.is_dir():
                 raise ConfigError(f"training config {p} is a directory: give a YAML/JSON file of TrainConfig fields, "
                                   "e.g. --config train.yaml holding 'steps: 20'")
+            if p.exists() and not p.is_file():
+                raise ConfigError(f"training config {p} is not a regular file (a device, pipe or socket): give a "
+                                  "YAML/JSON file of TrainConfig fields, e.g. --config train.yaml holding 'steps: 20'")
             if not p.is_file():
                 raise ConfigError(f"training config {p} does not exist; write a YAML/JSON file with TrainConfig fields "
                                   "(e.g. 'steps: 20'; every field is documented in autoforge/rl/config.py)")
