@@ -573,3 +573,16 @@ def test_a_healthy_file_shorter_than_its_block_count_is_not_called_damaged():
     assert "whole" in _size_problem(bytes(head), 12288 + 21 * 262144 // 2)
     struct.pack_into("<6Q", head, 4096, 0, 5, 20, 0, 24, 262144)  # catalog in block 20
     assert "catalog" in _size_problem(bytes(head), 12288 + 10 * 262144)
+
+
+def test_a_checkpoint_cut_off_by_a_full_disk_is_left_to_duckdb_to_finish(wh, tmp_path):
+    """A full disk can stop DuckDB mid-checkpoint: the file ends mid-block, the WAL holds the
+    data, and DuckDB finishes the checkpoint on the next open. Only without a WAL is that damage."""
+    from autoforge.warehouse.engine import check_duckdb_file
+
+    path = tmp_path / "cut.duckdb"
+    path.write_bytes(Path(wh).read_bytes() + b"\0" * 1000)  # extended part-way into a new block
+    with pytest.raises(WarehouseError, match="cut short"):
+        check_duckdb_file(path)
+    Path(f"{path}.wal").write_bytes(b"")
+    check_duckdb_file(path)  # no error: DuckDB replays the WAL

@@ -215,6 +215,8 @@ def check_duckdb_file(path: Path) -> None:
         raise WarehouseError(f"cannot read warehouse {path}: {exc}. Check its permissions, or point --warehouse at another file.") from exc
     if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
         raise corrupt_file_error(path, "the file does not start with DuckDB's header" if head else "the file is empty")
+    if Path(f"{path}.wal").exists():
+        return  # a checkpoint was cut off (e.g. the disk filled): DuckDB finishes it from the WAL on open
     size = path.stat().st_size
     problem = _size_problem(head, size)
     if problem:
