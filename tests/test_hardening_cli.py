@@ -343,3 +343,42 @@ def test_os_error_outside_the_warehouse(wh, monkeypatch, tmp_path, capsys):
     assert main(["export", "runs", "--format", "csv", "--out", str(tmp_path / "out.csv"), "--warehouse", wh]) == 1
     line = one_error_line(capsys.readouterr().err)
     assert "permission denied" in line and "--warehouse / --out" in line
+
+
+class _Saves:
+    """A stand-in model whose weights file fails to write the way safetensors does on a full disk."""
+
+    def __init__(self, fail: bool):
+        self.fail = fail
+
+    def save_pretrained(self, path):
+        Path(path).mkdir(parents=True, exist_ok=True)
+        (Path(path) / "config.json").write_text("{}")
+        if self.fail:
+            raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+        (Path(path) / "model.safetensors").write_bytes(b"weights")
+
+
+def test_a_model_save_on_a_full_disk_is_enospc_and_leaves_the_last_copy_whole(tmp_path):
+    from autoforge.rl.checkpoint import save_model_dir
+
+    out = tmp_path / "reference"
+    save_model_dir(out, _Saves(fail=False))
+    with pytest.raises(OSError) as e:
+        save_model_dir(out, _Saves(fail=True))
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path)
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]  # the good copy
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["reference"]  # no half-written .tmp- left
+
+
+def test_a_full_disk_while_training_is_one_line_exit_1(wh, monkeypatch, capsys):
+    from autoforge.rl import checkpoint
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, "No space left on device", "/ck")
+
+    monkeypatch.setattr(checkpoint, "save_model_dir", full)
+    monkeypatch.setattr("autoforge.rl.policy.save_model_dir", full)
+    code = main(["train", "--warehouse", wh, "--set", "steps=1", "--set", "sft_epochs=1"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.startswith("error: disk full") and "Traceback" not in err, err

@@ -12,6 +12,7 @@ mid-save resumes from the previous one. ``step`` counts finished optimizer steps
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -40,6 +41,47 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+DISK_FULL_BYTES = 64 * 1024 * 1024  # a failed save with less free space than this was the disk filling up
+
+
+def _disk_full(exc: BaseException, where: Path) -> OSError | None:
+    """``exc`` as the OSError(ENOSPC) it is when a model save ran out of disk: safetensors and
+    torch wrap the system error in their own types (or, for torch, lose its text)."""
+    text = str(exc).lower()
+    try:
+        free = shutil.disk_usage(where if where.exists() else where.parent).free
+    except OSError:
+        free = None
+    if "no space left" in text or "os error 28" in text or (free is not None and free < DISK_FULL_BYTES):
+        return OSError(errno.ENOSPC, "No space left on device", str(where))
+    return None
+
+
+def save_model_dir(out: str | Path, model, tokenizer=None, extra: dict[str, Any] | None = None) -> Path:
+    """Write a loadable model directory (weights, config, tokenizer, ``extra`` as trainer_state.pt)
+    into ``out``, all or nothing: it is built beside ``out`` and renamed into place, so a save cut
+    short (killed, disk full) leaves no half-written directory. A full disk is OSError(ENOSPC)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".tmp-{out.name}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        if extra is not None:
+            torch.save(extra, tmp / "trainer_state.pt")
+    except Exception as exc:  # noqa: BLE001 - whatever the library raised, the half-written copy goes
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = _disk_full(exc, out.parent)
+        if full is not None:
+            raise full from exc
+        raise
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
+    return out
+
+
 def save_checkpoint(root: str | Path, phase: str, step: int, model, tokenizer, optimizer, config: dict,
                     history: list[dict], sft_done: bool, keep: int = 2) -> Path:
     if phase not in PHASES:
@@ -47,24 +89,15 @@ def save_checkpoint(root: str | Path, phase: str, step: int, model, tokenizer, o
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     name = f"{phase}-{step:06d}"
-    tmp, final = root / f".tmp-{name}", root / name
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    torch.save(
-        {
-            "phase": phase,
-            "step": step,
-            "sft_done": sft_done,
-            "optimizer": optimizer.state_dict() if optimizer is not None else None,
-            "rng": rng_state(),
-            "config": config,
-            "history": history,
-        },
-        tmp / "trainer_state.pt",
-    )
-    shutil.rmtree(final, ignore_errors=True)
-    os.replace(tmp, final)
+    final = save_model_dir(root / name, model, tokenizer, {
+        "phase": phase,
+        "step": step,
+        "sft_done": sft_done,
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "rng": rng_state(),
+        "config": config,
+        "history": history,
+    })
     pointer = root / ".latest.json.tmp"
     pointer.write_text(json.dumps({"path": name, "phase": phase, "step": step}))
     os.replace(pointer, root / "latest.json")

@@ -19,6 +19,7 @@ import torch
 
 from autoforge.errors import ConfigError
 from autoforge.rl import chat
+from autoforge.rl.checkpoint import save_model_dir
 
 
 @dataclass
@@ -159,9 +160,7 @@ def build_tiny_policy(
         model = LlamaForCausalLM(cfg)
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return save_model_dir(out, model, tok)
 
 
 def load_policy(path: str | Path, device: str | torch.device = "auto", dtype: str = "float32",

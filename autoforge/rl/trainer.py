@@ -333,7 +333,7 @@ def _reference_model(policy: Policy, cfg: TrainConfig):
         ref = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True).to(policy.device)
     else:
         ref = copy.deepcopy(policy.model)
-        ref.save_pretrained(ref_dir)
+        ckpt.save_model_dir(ref_dir, ref)
     ref.eval().requires_grad_(False)
     return ref
 
