@@ -38,6 +38,8 @@ MAX_PATTERN_CHARS = 2_000  # longer "patterns" in docs are prose or attacks
 # Positions a pattern for the backtracking fallback may expand to (``\d{999999999}`` would take
 # gigabytes to compile there; RE2 refuses repeats over 1000 itself). The longest real pattern seen is 14.
 MAX_EXPANDED = 20_000
+RE2_MAX_REPEAT = 1000  # RE2's own bound on a counted repeat
+_COUNT = re.compile(r"(?<!\\)\{\s*(\d+)\s*(?:,\s*(\d*)\s*)?\}")
 DEFAULT_TIMEOUT_S = 0.5  # for the backtracking fallback only; RE2 needs none
 
 _RE2_OPTIONS = re2.Options()
@@ -94,10 +96,11 @@ def compile_pattern(pattern: str) -> SafePattern:
         raise PatternError(f"a pattern must be a string, not {type(pattern).__name__}")
     if len(pattern) > MAX_PATTERN_CHARS:
         raise PatternError(f"pattern is {len(pattern)} characters long (at most {MAX_PATTERN_CHARS})")
-    try:
-        return SafePattern(pattern, "re2", re2.compile(pattern, options=_RE2_OPTIONS))
-    except Exception:  # noqa: BLE001 - re2 raises its own error type for anything it does not support
-        pass
+    if largest_count(pattern) <= RE2_MAX_REPEAT:  # RE2 refuses larger counts, and from 10**9 reads them as text
+        try:
+            return SafePattern(pattern, "re2", re2.compile(pattern, options=_RE2_OPTIONS))
+        except Exception:  # noqa: BLE001 - re2 raises its own error type for anything it does not support
+            pass
     if expanded_size(pattern) > MAX_EXPANDED:  # the backtracking engine compiles every repeat out
         raise PatternError(f"pattern {_short(pattern)!r} repeats out to over {MAX_EXPANDED:,} positions; "
                            "state long lengths with minLength/maxLength instead")
@@ -105,6 +108,11 @@ def compile_pattern(pattern: str) -> SafePattern:
         return SafePattern(pattern, "regex", regex.compile(pattern, regex.V0))
     except (regex.error, re.error, OverflowError, RecursionError, ValueError, TypeError, MemoryError) as exc:
         raise PatternError(f"invalid pattern {_short(pattern)!r}: {exc}") from exc
+
+
+def largest_count(pattern: str) -> int:
+    """The largest number in a counted repeat (``{n}``, ``{n,}``, ``{n,m}``) of ``pattern``; 0 if none."""
+    return max((int(n) for m in _COUNT.finditer(pattern) for n in m.groups() if n), default=0)
 
 
 def expanded_size(pattern: str) -> int:

@@ -202,7 +202,7 @@ def test_a_check_worker_is_retired_after_its_quota_of_checks(monkeypatch):
     ("import datetime\n    state['items']['I1']['when'] = datetime.date(2025, 1, 1)\n    return 1",
      "is a date, which is not JSON: store x.isoformat()"),
     ("state['items'][7] = {}\n    return 1", "has the key 7 (int); JSON object keys are strings: use str(key)"),
-    ("x = []\n    x.append(x)\n    state['loop'] = x\n    return 1", "nested more than 255 levels deep"),
+    ("x = []\n    x.append(x)\n    state['loop'] = x\n    return 1", "nested more than 254 levels deep"),
     ("state[3] = {}\n    return 1", "state has the key 3 (int)"),  # a top-level key
     ("state[chr(0xDC00)] = {}\n    return 1", "unpaired surrogate"),
     ("state['counter'] = 2 ** 100\n    return 1", "state['counter'] is <an integer of about 31 digits>"),
@@ -443,3 +443,74 @@ def test_any_generated_tool_call_is_all_or_nothing_and_never_raises(statements):
         if obs.ok:
             assert env.get_state() == json.loads(json.dumps(direct_state))
             assert obs.output == json.loads(json.dumps(out))
+
+
+# --------------------------------------------------------------------------- found by a second probe pass
+
+_SWAPS = {
+    "counter": "state['a'] = collections.Counter(state['a'])",
+    "defaultdict": "state['a'] = collections.defaultdict(list, state['a'])",
+    "tuple": "state['a']['l'] = tuple(state['a']['l'])",
+    "alias_across": "state['a']['x'] = state['b']['y']",
+    "alias_within": "state['a']['x'] = state['a']['y']",
+    "key_order": "v = state.pop('a')\n    state['a'] = v",
+}
+_PROBE = ("def probe(state):\n    state['b']['y']['k'] = 2\n    state['a']['l'].append(1)\n"
+          "    return {'order': list(state), 'missing': state['a'].get('missing'), 'x': state['a']['x']}\n")
+
+
+@pytest.mark.parametrize("name", list(_SWAPS))
+@pytest.mark.parametrize("fails", [False, True])
+def test_live_objects_that_encode_alike_do_not_outlive_a_call(name, fails):
+    """A call that swaps in a Counter, a tuple or an alias leaves the same JSON; the next call must
+    behave as on that JSON (a fresh environment reset from get_state()), whether the call failed or not."""
+    start = {"a": {"x": {"k": 1}, "y": {"k": 1}, "l": []}, "b": {"y": {"k": 1}}}
+    end = "return error('no')" if fails else "return {}"
+    swap = tool_code("swap", f"import collections\n\ndef swap(state):\n    {_SWAPS[name]}\n    {end}\n")
+    probe = tool_code("probe", _PROBE)
+    with Environment([swap, probe]) as a, Environment([probe]) as b:
+        a.reset(start)
+        assert a.call("swap").ok is not fails
+        b.reset(a.get_state())
+        pa, pb = a.call("probe"), b.call("probe")
+        assert pa.ok and pb.ok and pa.output == pb.output
+        assert a.state_hash() == b.state_hash() and a.get_state() == b.get_state()
+
+
+def test_an_error_returned_as_a_dict_subclass_is_an_error_and_rolls_back():
+    src = "import collections\n\ndef t(state):\n    state['a']['v'] = 99\n    return collections.OrderedDict(error='nope')\n"
+    with Environment([tool_code("t", src)]) as env:
+        env.reset({"a": {"v": 1}})
+        obs = env.call("t")
+        assert obs.kind == "tool_error" and obs.error == "nope" and obs.rolled_back
+        assert env.get_state() == {"a": {"v": 1}}
+
+
+@pytest.mark.parametrize("name", [["t"], None, 3, {"t": 1}])
+def test_a_tool_name_that_is_not_a_string_is_an_unknown_tool(name):
+    with Environment([tool_code("t", "def t(state):\n    return 1\n")]) as env:
+        env.reset({})
+        assert env.call(name, {}).kind == "unknown_tool"
+
+
+def test_output_keys_that_become_one_json_key_are_the_tools_error():
+    src = "def t(state):\n    state['a']['v'] = 2\n    return {'n': {1: 'a', '1': 'b'}}\n"
+    with Environment([tool_code("t", src)]) as env:
+        env.reset({"a": {"v": 1}})
+        obs = env.call("t")
+        assert obs.kind == "crashed" and "output['n'] has the keys 1 and '1'" in obs.error
+        assert env.get_state() == {"a": {"v": 1}}
+        ok = tool_code("u", "def u(state):\n    return {1: 'a', 2.5: 'b', None: 'c'}\n")
+    with Environment([ok]) as env:
+        env.reset({})
+        assert env.call("u").output == {"1": "a", "2.5": "b", "null": "c"}  # number keys alone are fine
+
+
+def test_depth_limit_is_exact_and_names_the_path():
+    src = "def F(state):\n    x = 1\n    for _ in range(N):\n        x = [x]\n    return x\n"
+    t, u = (tool_code(f, src.replace("F", f).replace("N", n)) for f, n in (("t", "254"), ("u", "255")))
+    with Environment([t, u]) as env:
+        env.reset({})
+        assert env.call("t").ok
+        obs = env.call("u")
+        assert obs.kind == "crashed" and "output[0][0]" in obs.error and "nested more than 254" in obs.error

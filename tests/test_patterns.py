@@ -33,6 +33,9 @@ def test_lookarounds_and_back_references_fall_back_with_a_timeout():
     ("a" * 3000, "characters long"),
     (r"^TR\d{999999999}$", "positions"),
     (r"((\d{1000}){1000}){1000}", "positions"),
+    (r"^\d{1000000000}$", "positions"),  # RE2 reads counts from 10**9 as literal text: never let it
+    (r"\d{2147483647}", "positions"),
+    (r"^a{99999999999}$", "too large"),
 ])
 def test_unusable_patterns_are_a_pattern_error_with_the_reason(pattern, reason):
     with pytest.raises(PatternError, match=reason):

@@ -229,11 +229,28 @@ def test_worker_is_replaced_after_a_kill(hostile):
     assert hostile._worker.pid != pid
 
 
-def test_state_lost_when_replay_log_overflows(hostile, monkeypatch):
+def test_a_long_episode_is_checkpointed_so_a_kill_still_changes_nothing(hostile, monkeypatch):
+    """Past MAX_REPLAY_LOG calls the state becomes the new rebuild point: a timeout after any
+    number of calls leaves the state as it was."""
     monkeypatch.setattr(runtime, "MAX_REPLAY_LOG", 3)
     hostile.reset(mock_state())
+    for i in range(7):
+        args = {"order_id": "O0001", "reason": "long episode"} if i == 0 else {"order_id": "O0001"}
+        assert hostile.call("cancel_order" if i == 0 else "get_order", args).ok
+    before = hostile.state_hash()
+    assert hostile.call("spin").kind == "timeout"
+    assert hostile.state_hash() == before
+    assert hostile.get_state()["orders"]["O0001"]["status"] == "cancelled"
+    assert hostile.call("get_order", {"order_id": "O0001"}).ok
+
+
+def test_state_lost_when_the_checkpoint_cannot_be_taken(hostile, monkeypatch):
+    monkeypatch.setattr(runtime, "MAX_REPLAY_LOG", 3)
+    hostile.reset(mock_state())
+    monkeypatch.setattr(runtime.Environment, "get_state", lambda self: (_ for _ in ()).throw(SandboxError("gone")))
     for _ in range(5):
         hostile.call("get_order", {"order_id": "O0001"})
+    monkeypatch.undo()
     assert hostile.call("spin").kind == "timeout"
     obs = hostile.call("get_order", {"order_id": "O0001"})
     assert obs.kind == "crashed" and "reset() first" in obs.error

@@ -89,7 +89,7 @@ MAX_FRAME = 256 * 1024 * 1024  # replies larger than this are refused (an observ
 # back as a float. :func:`encode` refuses all of that, with the path of the offending value.
 
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1  # signed 64-bit: what orjson, DuckDB's BIGINT and most JSON readers keep
-MAX_DEPTH = 255  # orjson's nesting limit
+MAX_DEPTH = 254  # levels below the top: orjson refuses 255 nested containers
 if orjson is not None:
     _STRICT = orjson.OPT_PASSTHROUGH_DATETIME  # state and arguments: a datetime is an error, not a string
     _OUTPUT = orjson.OPT_NON_STR_KEYS  # outputs: {1: x} -> {"1": x} and datetimes -> ISO text, as before
@@ -213,6 +213,9 @@ def _find_problem(value: Any, where: str, output: bool) -> str | None:
                     return f"{path} has the key {k!r}, which is not a JSON number: use str(key)"
                 children.append((k, f"{path} key {_show(k)}", depth + 1))
                 children.append((x, f"{path}[{_show(k)}]", depth + 1))
+            clash = _key_clash(v) if output else None
+            if clash:
+                return clash.replace("{path}", path)
             stack.extend(reversed(children))
         elif isinstance(v, (list, tuple)):
             stack.extend(reversed([(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v)]))
@@ -223,6 +226,30 @@ def _find_problem(value: Any, where: str, output: bool) -> str | None:
             hint = _HINTS.get(kind, "use dict, list, str, int, float, bool or None")
             return f"{path} is a {kind}, which is not JSON: {hint}"
     return None
+
+
+def _key_clash(d: dict) -> str | None:
+    """Two keys of an output dict that become the same JSON key (``1`` and ``"1"``, ``True`` and
+    ``"true"``): the JSON would hold the key twice and a reader keep only one of them."""
+    if all(type(k) is str for k in d):
+        return None
+    seen: dict[str, Any] = {}
+    for k in d:
+        text = k if isinstance(k, str) else _json_key(k)
+        if text in seen:
+            return (f"{{path}} has the keys {_show(seen[text])} and {_show(k)}, which both become the JSON key "
+                    f"{text!r}: keep one of them")
+        seen[text] = k
+    return None
+
+
+def _json_key(k: Any) -> str:
+    if orjson is None:  # pragma: no cover
+        return json.dumps(k) if k is None or isinstance(k, bool) else str(k)
+    try:
+        return next(iter(orjson.loads(orjson.dumps({k: 0}, option=_OUTPUT))))
+    except TypeError:
+        return repr(k)
 
 
 def _try_encode(value: Any, output: bool, *, finite: bool = True) -> bytes | None:
@@ -236,9 +263,15 @@ def _try_encode(value: Any, output: bool, *, finite: bool = True) -> bytes | Non
         except (TypeError, ValueError, RecursionError):
             return None
     try:
-        data = orjson.dumps(value, option=_OUTPUT if output else _STRICT)
+        data = orjson.dumps(value, option=_STRICT)
     except TypeError:  # orjson.JSONEncodeError: a type, key, integer, surrogate or depth it refuses
-        return None
+        # An output may still use number keys and datetimes, if no two keys become one.
+        if not output or _find_problem(value, "", output) is not None:
+            return None
+        try:
+            data = orjson.dumps(value, option=_OUTPUT)
+        except TypeError:
+            return None
     if finite and b"null" in data and not _finite(value, output):  # NaN and infinity come out as null
         return None
     if _LONG_DIGITS.search(data) and _find_problem(value, "", output) is not None:  # orjson writes up to 2**64-1
@@ -437,18 +470,22 @@ class Worker:
             return self._undo("crashed", None, f"output is not JSON-serialisable: {e}")
         if len(out_bytes) > MAX_FRAME - 4096:
             return self._undo("crashed", None, f"the output is {len(out_bytes)} bytes; the limit is {MAX_FRAME}")
-        if type(out) is dict and "error" in out:
+        if isinstance(out, dict) and "error" in out:  # an OrderedDict(error=...) reads as error(...) too
             return self._undo("tool_error", out_bytes, _text(str(out["error"])))
         parts, changed, nulls = self._check(state)
         if parts is None:
             return self._undo("crashed", None, "the tool left a non-JSON value in the state: "
                                                f"{describe_problem(state, 'state')} (the call was undone)")
-        if changed:  # commit; the entries that changed are rebuilt, so the live state is exactly this JSON
-            for key in changed:
-                if key in parts:
-                    state[key] = loads(parts[key])
+        if changed:
             self._set_committed(parts, nulls)
+        self._rebuild()
         return b'["ok",' + out_bytes + b",null,false]"
+
+    def _rebuild(self) -> None:
+        """The live state becomes a fresh decode of the committed JSON, in its key order, after
+        every call: a Counter or defaultdict put in place of a dict, a tuple for a list, or two
+        entries made one object encode to the same bytes, and must not outlive the call."""
+        self.state = {k: loads(v) for k, v in self.parts.items()}
 
     def _undo(self, kind: str, out_bytes: bytes | None, error: str) -> bytes:
         """A failed call's reply, after putting the committed state back."""
@@ -458,13 +495,9 @@ class Worker:
 
     def restore(self) -> bool:
         """Make the live state the committed one again; True when the failed call had changed it."""
-        live = self.state
-        parts, changed, _ = self._check(live)
-        if parts is not None and not changed:
-            return False  # nothing to undo (the common case: a precondition failed before any write)
-        parts = parts or {}
-        self.state = {k: live[k] if parts.get(k) == v else loads(v) for k, v in self.parts.items()}
-        return True
+        parts, changed, _ = self._check(self.state)
+        self._rebuild()
+        return parts is None or bool(changed)
 
     def _arm_cpu(self) -> None:
         """Keep at least cpu_s + 1 CPU seconds of headroom below RLIMIT_CPU's soft limit."""

@@ -50,7 +50,7 @@ from autoforge.types import EnvironmentRecord, ToolCode, canonical_json
 ObservationKind = Literal["ok", "tool_error", "invalid_arguments", "unknown_tool", "timeout",
                           "memory_limit", "crashed"]
 
-MAX_REPLAY_LOG = 10_000  # calls remembered since the last reset, to rebuild state after a kill
+MAX_REPLAY_LOG = 10_000  # calls replayed to rebuild the state after a kill; then the state is checkpointed
 
 
 class Observation(BaseModel):
@@ -560,10 +560,11 @@ class Environment:
         if self._reset_frame is None:
             raise SandboxError("call reset(state) before calling tools")
         deadline = time.monotonic() + self.timeout_s
-        validator = self._validators.get(name)
+        validator = self._validators.get(name) if isinstance(name, str) else None
         if validator is None:
             known = ", ".join(self._tools) or "none"
-            extra = f" (it was rejected at synthesis: {self.rejected[name]})" if name in self.rejected else ""
+            rejected = isinstance(name, str) and name in self.rejected
+            extra = f" (it was rejected at synthesis: {self.rejected[name]})" if rejected else ""
             return _fail("unknown_tool", f"unknown tool {name!r}{extra}; available tools: {known}")
         if arguments is None:
             arguments = {}
@@ -601,8 +602,8 @@ class Environment:
         if kind == "ok":
             if self._log is not None:  # only successful calls change the state: replay them after a kill
                 self._log.append(frame)
-                if len(self._log) > MAX_REPLAY_LOG:
-                    self._log = None
+                if len(self._log) >= MAX_REPLAY_LOG:
+                    self._checkpoint()
             return Observation(ok=True, output=output)
         if kind not in ("tool_error", "invalid_arguments", "crashed"):
             return _fail("crashed", f"{name}: the sandbox worker answered {str(reply)[:300]}")
@@ -610,6 +611,15 @@ class Environment:
         if kind == "crashed" and not error.startswith("tool "):  # "tool 'x' failed to load: ..." says it all
             error = f"{name}: {error}" if error.startswith(("output ", "the ")) else f"{name} raised {error}"
         return Observation(ok=False, kind=kind, output=output, error=error, rolled_back=bool(rolled_back))
+
+    def _checkpoint(self) -> None:
+        """The current state becomes the point a killed worker is rebuilt from, and the replay log
+        starts again: a call that hits a limit after any number of calls still changes nothing."""
+        try:
+            self._reset_frame = b'["reset",' + encode(self.get_state(), "state") + b"]"
+            self._log = []
+        except (SandboxError, NotJSON):  # the worker died while asked: keep replaying what we have
+            self._log = None
 
     def get_state(self) -> dict:
         """A copy of the current state."""
