@@ -586,3 +586,22 @@ def test_a_checkpoint_cut_off_by_a_full_disk_is_left_to_duckdb_to_finish(wh, tmp
         check_duckdb_file(path)
     Path(f"{path}.wal").write_bytes(b"")
     check_duckdb_file(path)  # no error: DuckDB replays the WAL
+
+
+@pytest.mark.parametrize("setting", ["temp_directory=/", "temp_directory=%2Ftmp", "max_temp_directory_size=1GB"])
+def test_a_temp_directory_in_the_url_cannot_open_a_folder_to_reads(wh, outside, setting):
+    """DuckDB lets a locked-down connection read its temp directory, so the URL may not name one."""
+    with pytest.raises(WarehouseError, match="cannot be set from the URL") as e:
+        query(f"duckdb:///{wh}?{setting}", f"SELECT content FROM read_text('{outside / 'secret.txt'}')")
+    assert SECRET not in str(e.value)
+
+
+def test_a_reader_never_spills_to_disk_and_says_what_to_do(wh):
+    before = set(Path(wh).parent.iterdir())
+    big = "SELECT count(*) FROM (SELECT i, md5(i::varchar) m FROM range(3000000) t(i) ORDER BY m)"
+    with pytest.raises(WarehouseError) as e:
+        query(f"duckdb:///{wh}?memory_limit=30MB", big)
+    text = str(e.value)
+    assert "\n" not in text and "memory_limit=" in text and "never spills" in text
+    assert set(Path(wh).parent.iterdir()) == before  # no temp folder, no spill file
+    assert query(wh, "SELECT name, value FROM duckdb_settings() WHERE name = 'allowed_directories'")[0]["value"] == "[]"

@@ -52,7 +52,8 @@ _DUCKDB_LOCKDOWN: dict[str, Any] = {
 }
 # Settings a duckdb:// URL may carry (?threads=4): none of them reaches outside the warehouse.
 _DUCKDB_URL_SETTINGS = frozenset(
-    {"threads", "memory_limit", "max_memory", "temp_directory", "max_temp_directory_size", "preserve_insertion_order"}
+    # Not temp_directory: DuckDB adds it to the paths a locked-down connection may read.
+    {"threads", "memory_limit", "max_memory", "preserve_insertion_order"}
 )
 _POSTGRES_SCHEMES = ("postgresql", "postgresql+psycopg")
 
@@ -159,6 +160,7 @@ def make_engine(url: str, *, read_only: bool = False, files: Sequence[Path] = ()
     connect_args: dict[str, Any] = {"config": config}
     if read_only:
         connect_args["read_only"] = True
+        config["temp_directory"] = ""  # a reader never spills to disk (and has no folder it may read)
     engine = sa.create_engine(url, poolclass=NullPool, connect_args=connect_args)
     if files:
         # allowed_paths can only be set while external access is on, so: allow, then close, then lock.

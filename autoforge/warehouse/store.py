@@ -266,6 +266,12 @@ def _query_error(exc: BaseException) -> WarehouseError:
         )
     if "read-only" in low or "read only" in low:
         return ReadOnlyQueryError(f"the warehouse is opened read-only: {msg}")
+    if low.startswith("out of memory"):  # a reader never spills to disk: say what to change, in one line
+        return WarehouseError(
+            f"query failed: it needs more memory than DuckDB may use ({msg.splitlines()[0]}). Aggregate or add a "
+            "LIMIT, or raise the limit in the warehouse URL (duckdb:///PATH?memory_limit=8GB); `autoforge sql` "
+            "never spills to disk."
+        )
     return WarehouseError(
         f"query failed: {msg}. Check the SQL against the warehouse's tables and views "
         "(`autoforge sql 'SHOW TABLES'` lists them on DuckDB)."
