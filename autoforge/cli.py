@@ -673,7 +673,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     timing = False
     try:
-        timing = get_settings().timing  # every AUTOFORGE_* setting is checked before the command writes anything
+        settings = get_settings()  # every AUTOFORGE_* setting is checked before the command writes anything
+        timing = settings.timing
+        if os.environ.get("AUTOFORGE_WAREHOUSE"):  # a database we do not support is refused even under --warehouse
+            from autoforge.warehouse import resolve_url
+
+            resolve_url(settings.warehouse)
         return COMMANDS[args.command](args) or 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

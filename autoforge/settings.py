@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -76,17 +77,21 @@ class Range:
 
     def parse(self, text: str) -> tuple[Any, str | None]:
         """``(value, None)``, or ``(None, what is wrong)`` for text that is no valid value."""
-        s = text.strip()
+        s = text.strip(_BLANKS)
         if not s:
             return None, "empty" if not text else "only whitespace"
-        try:
-            value: Any = int(s) if self.integer else float(s)
-        except ValueError:
-            try:
-                real = float(s)
-            except ValueError:
-                return None, "not a number"
-            return None, "not finite" if not math.isfinite(real) else "not a whole number"
+        if s.lower() in _NOT_FINITE:
+            return None, "not finite"
+        control = _control_problem(s)
+        if control:
+            return None, control
+        if not _NUMBER.fullmatch(s):  # plain ASCII digits only: no '1_000', no '٥', no '0x10'
+            return None, "not a number"
+        if self.integer and not _WHOLE.fullmatch(s):
+            return None, "not finite" if not math.isfinite(float(s)) else "not a whole number"
+        value: Any = int(s) if self.integer else float(s)
+        if not self.integer and not math.isfinite(value):
+            return None, "not finite"
         why = self.problem(value)
         return (None, why) if why else (value, None)
 
@@ -107,11 +112,11 @@ PARAMS: dict[str, Range] = {
     "max_len": Range(1, 50, 5, rule="a walk length in tool calls"),
     "dag_variants": Range(1, 100, 2, rule="a positive number of DAGs per sequence"),
     "attempts_per_task": Range(1, 1000, 4, rule="a positive number of attempts"),
-    "max_envs": Range(1, 100_000, 3, rule="positive or empty (all environments)"),
+    "max_envs": Range(1, 100_000, 3, rule="positive (unset: all environments)"),
     "seed": Range(0, 2**31 - 1, 0, rule=">= 0"),
     "test_fraction": Range(0, 1, 0.2, integer=False, rule="a share within [0, 1]"),
     "trials": Range(1, 1000, 4, rule="a positive number of trials per task"),
-    "limit": Range(1, 10**9, 50, rule="a positive number of tasks or empty (all)"),
+    "limit": Range(1, 10**9, 50, rule="a positive number of tasks (unset: all)"),
     "concurrency": Range(1, 1024, 4, rule="a positive number of episodes at once"),
     "user_error_rate": Range(0, 1, 0.2, integer=False, rule="a rate within [0, 1]"),
     "max_turns": Range(1, 10_000, 40, rule="a positive number of turns"),
@@ -154,6 +159,7 @@ class Var:
     kind: str = "text"  # text | choice | url | bool (a number has a range)
     fallback: str | None = None  # a non-AUTOFORGE variable read when this one is unset
     default_text: str | None = None
+    secret: bool = False  # an error never shows the value (an API key)
 
     @property
     def env(self) -> str:
@@ -169,6 +175,9 @@ class Var:
         """The one wording of a bad setting: the variable (``shown``), the value, the valid values, an example."""
         var = self.fallback if shown == self.fallback else self.env
         default = self.default_text or str(self.default)
+        got = _hide_password(got) if isinstance(got, str) else got
+        if self.secret:
+            got = f"<hidden, {len(str(got))} characters>"
         return ConfigError(f"{shown or var} must be {self.what}, {self.valid()}: got {got!r} ({why}); e.g. "
                            f"{var}={self.example}, or unset {var} for the default ({default})")
 
@@ -189,9 +198,12 @@ class Var:
     def parse(self, raw: str) -> tuple[Any, str | None]:
         if self.range is not None:
             return self.range.parse(raw)
-        value = raw.strip()
+        value = raw.strip(_BLANKS)
         if not value:
             return None, "empty" if not raw else "only whitespace"
+        control = _control_problem(value)
+        if control:
+            return None, control
         if self.kind == "bool":
             low = value.lower()
             return (low in _TRUE, None) if low in _TRUE + _FALSE else (None, "not a yes/no value")
@@ -213,11 +225,42 @@ class Var:
 
 
 def _is_url(value: Any) -> bool:
+    text = str(value)
+    if any(c.isspace() or _is_control(c) or c == "\\" for c in text):
+        return False
     try:
-        u = urlparse(str(value))
+        u = urlparse(text)
+        u.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
     except ValueError:
         return False
     return u.scheme in ("http", "https") and bool(u.hostname)
+
+
+def _is_control(c: str) -> bool:
+    return ord(c) < 32 or 127 <= ord(c) < 160
+
+
+def _control_problem(text: str) -> str | None:
+    """A value (already stripped) holding a control character: a newline in an API key would
+    become a second HTTP header line, and a stray \\x0b is a typo, not part of a number."""
+    bad = next((c for c in text if _is_control(c)), None)
+    return None if bad is None else f"contains the control character {bad!r}"
+
+
+def _hide_password(text: str) -> str:
+    try:
+        u = urlparse(text)
+        if u.password:
+            return text.replace(f":{u.password}@", ":***@", 1)
+    except ValueError:
+        pass
+    return text
+
+
+_BLANKS = " \t\r\n"  # stripped from a value; any other control character is an error
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
+_WHOLE = re.compile(r"[+-]?\d+", re.ASCII)
+_NOT_FINITE = {"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"}
 
 
 VARS: dict[str, Var] = {
@@ -228,7 +271,8 @@ VARS: dict[str, Var] = {
     "backend": Var("BACKEND", "the LLM backend", "offline", "offline", kind="choice"),
     "openai_base_url": Var("OPENAI_BASE_URL", "the OpenAI-compatible server", None, "http://127.0.0.1:8000/v1",
                            kind="url", fallback="OPENAI_BASE_URL", default_text="unset: offline only"),
-    "openai_api_key": Var("OPENAI_API_KEY", "the API key of the server", "EMPTY", "EMPTY", fallback="OPENAI_API_KEY"),
+    "openai_api_key": Var("OPENAI_API_KEY", "the API key of the server", "EMPTY", "EMPTY", fallback="OPENAI_API_KEY",
+                          secret=True),
     "openai_model": Var("OPENAI_MODEL", "the model name on the server", "gpt-4.1-mini", "qwen3-8b"),
     "llm_timeout_s": Var("LLM_TIMEOUT", "the seconds one LLM request may take", 60.0, "60",
                          Range(0.1, 3600, 60, integer=False)),

@@ -82,13 +82,17 @@ def test_every_setting_is_covered_and_defaults_are_valid():
     assert (s.backend, s.tool_timeout_s, s.tool_memory_mb, s.timing) == ("offline", 2.0, 512, False)
 
 
+VARS_BY_ENV = {v.env: v for v in VARS.values()}
+
+
 @pytest.mark.parametrize("var, value", CASES)
 def test_bad_setting_is_a_config_error_naming_variable_value_and_range(var, value, monkeypatch):
     monkeypatch.setenv(var, value)
     with pytest.raises(ConfigError) as e:
         get_settings()
     msg = str(e.value)
-    assert var in msg and repr(value) in msg and "e.g. " in msg and "\n" not in msg
+    shown = f"<hidden, {len(value)} characters>" if VARS_BY_ENV[var].secret else value
+    assert var in msg and repr(shown) in msg and "e.g. " in msg and "\n" not in msg
 
 
 @pytest.mark.parametrize("var, value", [("AUTOFORGE_TOOL_TIMEOUT", "abc"), ("AUTOFORGE_LOCK_TIMEOUT", "nan"),
@@ -382,3 +386,48 @@ def test_a_full_disk_while_training_is_one_line_exit_1(wh, monkeypatch, capsys):
     code = main(["train", "--warehouse", wh, "--set", "steps=1", "--set", "sft_epochs=1"])
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("error: disk full") and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("var, value, says", [
+    ("AUTOFORGE_LOCK_TIMEOUT", "٥", "not a number"),            # Arabic-Indic digit
+    ("AUTOFORGE_STAGE_WORKERS", "５", "not a number"),           # full-width digit
+    ("AUTOFORGE_LOCK_TIMEOUT", "1_000", "not a number"),
+    ("AUTOFORGE_LOCK_TIMEOUT", "\x0b5", "control character"),
+    ("AUTOFORGE_LOCK_TIMEOUT", "5\x1f", "control character"),
+    ("AUTOFORGE_BACKEND", "off\x07line", "control character"),
+    ("AUTOFORGE_OPENAI_MODEL", "model\nX-Injected: 1", "control character"),
+    ("AUTOFORGE_OPENAI_BASE_URL", "http://a b", "not an http(s) URL"),
+    ("AUTOFORGE_OPENAI_BASE_URL", "http://h:99999", "not an http(s) URL"),
+    ("AUTOFORGE_OPENAI_BASE_URL", "http://h:abc", "not an http(s) URL"),
+    ("AUTOFORGE_OPENAI_BASE_URL", "http://h\\@evil", "not an http(s) URL"),
+])
+def test_odd_characters_in_a_setting_are_refused(var, value, says, monkeypatch):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=var) as e:
+        get_settings()
+    assert says in str(e.value)
+
+
+def test_a_refused_setting_never_shows_a_secret(monkeypatch):
+    monkeypatch.setenv("AUTOFORGE_OPENAI_API_KEY", "sk-live-123\nX: y")
+    with pytest.raises(ConfigError) as e:
+        get_settings()
+    assert "sk-live" not in str(e.value) and "hidden" in str(e.value)
+    monkeypatch.delenv("AUTOFORGE_OPENAI_API_KEY")
+    monkeypatch.setenv("AUTOFORGE_OPENAI_BASE_URL", "ftp://user:hunter2@host")
+    with pytest.raises(ConfigError) as e:
+        get_settings()
+    assert "hunter2" not in str(e.value) and "user:***@host" in str(e.value)
+
+
+def test_surrounding_blanks_are_trimmed_and_a_plain_sign_is_fine(monkeypatch):
+    monkeypatch.setenv("AUTOFORGE_LOCK_TIMEOUT", " +5\n")
+    monkeypatch.setenv("AUTOFORGE_OPENAI_BASE_URL", "http://127.0.0.1:8000/v1 ")
+    s = get_settings()
+    assert s.lock_timeout_s == 5 and s.openai_base_url == "http://127.0.0.1:8000/v1"
+
+
+def test_an_unsupported_warehouse_setting_is_refused_even_under_the_flag(wh, monkeypatch, capsys):
+    monkeypatch.setenv("AUTOFORGE_WAREHOUSE", "sqlite:///x.db")
+    assert main(["sql", "--warehouse", wh, "SELECT 1"]) == 2
+    assert "sqlite:// is neither DuckDB nor PostgreSQL" in capsys.readouterr().err
