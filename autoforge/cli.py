@@ -170,9 +170,14 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
     print(", ".join(f"{k}={v}" for k, v in c.items()))
     for p in summary.get("problems", []):
         print(f"problem: {p['env']}: {p['problem']}", file=sys.stderr)
-    if summary.get("status") == "failed":
-        print(f"{len(summary.get('problems', []))} environment(s) failed for a systemic reason (exit code "
-              f"{FAILED_EXIT_CODE}); stored environments they would have replaced were kept", file=sys.stderr)
+    failed = [e for e in summary.get("environments", []) if e["status"] == "failed" and not e.get("kept")]
+    for e in failed:
+        if not e.get("problem"):
+            why = e.get("reason") or "; ".join(f"{n}: {r}" for n, r in list(e["rejected"].items())[:3]) or "no tool accepted"
+            print(f"failed: {e['env']}: {why[:500]}", file=sys.stderr)
+    if summary.get("status") == "failed" or failed:
+        print(f"{len(summary.get('problems', [])) + len(failed)} environment(s) failed or were kept back (exit code "
+              f"{FAILED_EXIT_CODE}); a stored environment a worse result would have replaced is kept", file=sys.stderr)
         return FAILED_EXIT_CODE
     return 0
 
@@ -476,9 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--bundled", action="store_true", help="ingest the bundled corpus of 10+ domains")
 
     s = sub.add_parser("synthesize", parents=[common], help="generate state schema + checked tool code per tool set",
-                       epilog=f"Exit codes: 0 done; {FAILED_EXIT_CODE} an environment raised, or every tool failed for a "
-                              "sandbox reason, or a result was worse than the stored one (which is kept); the reasons "
-                              "are printed. 2 bad parameters or input.")
+                       epilog=f"Exit codes: 0 done; {FAILED_EXIT_CODE} an environment failed (no tool accepted, it raised, "
+                              "or e.g. the LLM server could not be reached) or its result was worse than the stored one "
+                              "(which is kept); the reasons are printed. 2 bad parameters or input.")
     s.add_argument("--env", metavar="NAME", help="only this tool set (default: all)")
     s.add_argument("--backend", choices=["offline", "openai"], default="offline",
                    help="offline rules/templates (default) or an OpenAI-compatible server (AUTOFORGE_OPENAI_*)")

@@ -373,3 +373,32 @@ def test_the_cli_exits_3_and_names_the_problem_when_a_ready_environment_was_kept
     err = capsys.readouterr().err
     assert "problem: " in err and "kept" in err
     assert query(wh, "SELECT env_id, status, n_tools_accepted FROM environments") == before
+
+
+def test_a_failure_that_repeats_is_asked_again_not_answered_from_the_cache(tmp_path):
+    """The same broken reply twice gives the same failure; the second repair must still reach the LLM."""
+    wh = shop_warehouse(tmp_path)
+    broken = {"source": "def get_user(state, user_id):\n    return (\n", "effect": "read", "collection": "users"}
+    with stub({"get_user": [broken, broken, broken]}) as srv:
+        run_synthesis(wh, backend="openai", settings=settings_for(srv, llm_max_repairs=2))
+        asked = tool_requests(srv, "get_user")
+    assert len(asked) == 3  # the first request and two repairs, each sent
+    assert "note" not in asked[1] and "repair 2" in asked[2]["note"]
+    assert query(wh, "SELECT count(*) AS n FROM llm_calls WHERE step = 'tool_repair' AND outcome = 'cached'")[0]["n"] == 0
+
+
+def test_an_unreachable_llm_server_is_exit_3_with_the_reason(tmp_path, monkeypatch, capsys):
+    import socket
+
+    from autoforge.cli import FAILED_EXIT_CODE, main
+
+    wh = shop_warehouse(tmp_path)
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("AUTOFORGE_OPENAI_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.setenv("AUTOFORGE_LLM_MAX_RETRIES", "0")
+    monkeypatch.setenv("AUTOFORGE_LLM_TIMEOUT", "2")
+    assert main(["synthesize", "--backend", "openai", "--warehouse", wh]) == FAILED_EXIT_CODE
+    err = capsys.readouterr().err
+    assert "failed: shop:" in err and "Traceback" not in err

@@ -514,3 +514,35 @@ def test_depth_limit_is_exact_and_names_the_path():
         assert env.call("t").ok
         obs = env.call("u")
         assert obs.kind == "crashed" and "output[0][0]" in obs.error and "nested more than 254" in obs.error
+
+
+_CHAIN = {f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(30)}
+_CHAIN["a30"] = {"type": "string", "minLength": 3}
+
+
+@pytest.mark.parametrize("params, args", [
+    ({"type": "object", "$defs": _CHAIN, "properties": {"v": {"$ref": "#/$defs/a0"}}}, {"v": 5}),  # 2**30 paths
+    ({"type": "object", "properties": {"v": {"allOf": [{"uniqueItems": True}] * 1000}}}, {"v": list(range(100_000))}),
+])
+def test_a_schema_whose_checking_explodes_stops_at_the_calls_time_limit(params, args):
+    tool = tool_code("t", "def t(state, v=None):\n    return 1\n", params)
+    with Environment([tool], timeout_s=0.5) as env:
+        env.reset({})
+        obs = env.call("t", args)
+    assert obs.kind == "timeout" and "JSON Schema" in obs.error
+
+
+def test_a_schema_that_shares_one_object_everywhere_is_refused_when_built():
+    s: dict = {"type": "string"}
+    for _ in range(18):
+        s = {"oneOf": [s, s]}  # 2**18 copies once written out
+    with pytest.raises(ConfigError, match="over 200,000 nodes"):
+        Environment([tool_code("t", "def t(state, v=None):\n    return 1\n", {"type": "object", "properties": {"v": s}})])
+
+
+def test_arguments_too_large_to_be_a_tool_call_are_invalid_arguments():
+    with Environment([tool_code("t", "def t(state, v=None):\n    return 1\n")]) as env:
+        env.reset({})
+        obs = env.call("t", {"v": "x" * (9 * 1024 * 1024)})
+        assert obs.kind == "invalid_arguments" and "bytes of JSON" in obs.error
+        assert env.call("t", {"v": "x" * 1000}).ok

@@ -95,11 +95,17 @@ def tool_code(tool: Any, schema: Any, *, sample_state: dict | None = None, contr
 
 @register("tool_repair")
 def tool_repair(tool: Any, schema: Any, source: str, failure: str, *, contract: str = TOOL_CODE_CONTRACT,
-                function_name: str | None = None, arg_names: dict[str, str] | None = None) -> list[dict]:
-    """A rejected tool's source and the check that failed -> a corrected source."""
+                function_name: str | None = None, arg_names: dict[str, str] | None = None,
+                repair: int = 1) -> list[dict]:
+    """A rejected tool's source and the check that failed -> a corrected source. ``repair`` counts
+    the repairs of this tool: from the second on the prompt says the last repair failed too, so a
+    failure that repeats is a new question, not the cached answer to the last one."""
     system = (
         "You fix a tool implementation that failed an automatic check. Keep what works, fix the "
         "cause named in `failure`, and return the whole corrected function. " + contract
     )
-    return msgs(system, {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names),
-                         "state_schema": schema, "source": source, "failure": clip(failure, MAX_FAILURE_CHARS)})
+    payload = {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names),
+               "state_schema": schema, "source": source, "failure": clip(failure, MAX_FAILURE_CHARS)}
+    if repair > 1:
+        payload["note"] = f"repair {repair}: the previous repair failed its check too; try a different fix"
+    return msgs(system, payload)

@@ -50,6 +50,7 @@ from autoforge.types import EnvironmentRecord, ToolCode, canonical_json
 ObservationKind = Literal["ok", "tool_error", "invalid_arguments", "unknown_tool", "timeout",
                           "memory_limit", "crashed"]
 
+MAX_ARGUMENT_BYTES = 8 * 1024 * 1024  # one call's arguments as JSON: more is no tool call, and the worker must decode it
 MAX_REPLAY_LOG = 10_000  # calls replayed to rebuild the state after a kill; then the state is checkpointed
 
 
@@ -190,9 +191,39 @@ def safe_validator_class(schema: Any) -> type:
     cls = jsonschema.validators.validator_for(schema)
     safe = _SAFE_CLASSES.get(cls)
     if safe is None:
-        keywords = {k: f for k, f in _SAFE_KEYWORDS.items() if k in cls.VALIDATORS}
+        keywords = {k: _timed(_SAFE_KEYWORDS.get(k, f)) for k, f in cls.VALIDATORS.items()}
         safe = _SAFE_CLASSES[cls] = jsonschema.validators.extend(cls, keywords)
     return safe
+
+
+MAX_SCHEMA_NODES = 200_000  # a parameters schema written out (what ingestion allows after inlining $ref)
+
+
+def _node_count(value: Any, limit: int) -> int:
+    """Nodes of a JSON value as written out, counting a shared sub-object at every place it is
+    used (iterative; stops past ``limit``)."""
+    stack, n = [value], 0
+    while stack and n <= limit:
+        node = stack.pop()
+        n += 1
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return n
+
+
+def _timed(keyword: Any) -> Any:
+    """A jsonschema keyword that first checks the call's deadline (``_BUDGET``): a schema whose
+    checking cost explodes (``anyOf`` over ``$ref`` chains, ``allOf`` x ``uniqueItems`` on a large
+    array) stops at the call's time limit instead of running on."""
+    def check(validator, value, instance, schema):
+        deadline = getattr(_BUDGET, "deadline", None)
+        if deadline is not None and time.monotonic() > deadline:
+            raise patterns.PatternTimeout("the JSON Schema check ran past the call's time limit")
+        return keyword(validator, value, instance, schema)
+
+    return check
 
 
 def _schema_keys(schema: Any, limit: int = 100_000) -> set[str]:
@@ -390,6 +421,9 @@ class _ArgValidator:
     @classmethod
     def for_tool(cls, tool: ToolCode) -> "_ArgValidator":
         """Compiled once per distinct schema (opening an Environment per task stays cheap)."""
+        if _node_count(tool.parameters, MAX_SCHEMA_NODES) > MAX_SCHEMA_NODES:  # shared sub-objects count each time
+            raise ConfigError(f"tool {tool.name!r}: its parameters schema has over {MAX_SCHEMA_NODES:,} nodes once "
+                              "written out; simplify it (documents are bounded the same way at ingest)")
         try:
             key = canonical_json(tool.parameters)
         except (RecursionError, ValueError) as e:
@@ -575,6 +609,9 @@ class Environment:
             frame = self._call_heads[name] + encode(arguments, "arguments") + b"]"
         except NotJSON as e:
             return _fail("invalid_arguments", f"arguments of {name} are not JSON: {e}")
+        if len(frame) > MAX_ARGUMENT_BYTES:
+            return _fail("invalid_arguments", f"arguments of {name} are {len(frame):,} bytes of JSON; at most "
+                                              f"{MAX_ARGUMENT_BYTES:,}: pass an id or a smaller value")
         try:
             problem = validator.problem(arguments, deadline)
         except patterns.PatternTimeout as e:

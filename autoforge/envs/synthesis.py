@@ -148,6 +148,7 @@ class SynthesisResult:
             "rejected": {t.name: t.reason for t in self.tools if t.status == "rejected"},
             "rules": rule_counts(self.rules),
             "problem": self.problem,
+            "reason": env.reason,
         }
 
 
@@ -466,7 +467,7 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
             failures.append((res, attempt))
             tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
             messages = prompts.tool_repair(spec, schema_json, reply.source, res.message(), contract=TOOL_CODE_CONTRACT,
-                                           **names)
+                                           repair=attempt, **names)
         assert tool is not None
         pending.append((spec, tool, failures))
     env_id = _env_id(toolset, schema, [t.source for _, t, _ in pending])
