@@ -115,40 +115,51 @@ def largest_count(pattern: str) -> int:
     return max((int(n) for m in _COUNT.finditer(pattern) for n in m.groups() if n), default=0)
 
 
-def expanded_size(pattern: str) -> int:
+def expanded_size(pattern: str, limit: int = MAX_EXPANDED) -> int:
     """Positions the pattern has once bounded repeats are written out (``a{3}`` is 3; ``(ab){2,5}``
-    is 10), at most ``MAX_EXPANDED + 1``. PatternError when Python's parser cannot read it."""
+    is 10), at most ``limit + 1``. PatternError when Python's parser cannot read it."""
     try:
         tree = _sre_parser.parse(pattern)
     except (re.error, OverflowError, RecursionError, ValueError, TypeError) as exc:
         raise PatternError(f"invalid pattern {_short(pattern)!r}: {exc}") from exc
-    return _size(tree, 0)
+    return _size(tree, 0, limit)
 
 
-def _size(items, depth: int) -> int:
+def repeat_product(pattern: str, limit: int = MAX_EXPANDED) -> int:
+    """The product of every counted repeat's largest number (at most ``limit + 1``): an
+    over-estimate of :func:`expanded_size` for patterns Python's parser cannot read (``\\p{L}{5}``)."""
+    total = 1
+    for m in _COUNT.finditer(pattern):
+        total *= max(1, *(int(n) for n in m.groups() if n))
+        if total > limit:
+            return limit + 1
+    return total
+
+
+def _size(items, depth: int, limit: int) -> int:
     if depth > 100:
-        return MAX_EXPANDED + 1
+        return limit + 1
     total = 0
     for op, av in items:
         name = str(op)
         if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
             lo, hi, sub = av
             times = lo if hi == _sre_parser.MAXREPEAT else hi
-            total += max(1, times) * _size(sub, depth + 1)
+            total += max(1, times) * _size(sub, depth + 1, limit)
         elif name == "BRANCH":
-            total += sum(_size(b, depth + 1) for b in av[1])
+            total += sum(_size(b, depth + 1, limit) for b in av[1])
         elif name == "SUBPATTERN":
-            total += _size(av[-1], depth + 1)
+            total += _size(av[-1], depth + 1, limit)
         elif name in ("ASSERT", "ASSERT_NOT"):
-            total += _size(av[1], depth + 1)
+            total += _size(av[1], depth + 1, limit)
         elif name == "ATOMIC_GROUP":
-            total += _size(av, depth + 1)
+            total += _size(av, depth + 1, limit)
         elif name == "GROUPREF_EXISTS":
-            total += sum(_size(b, depth + 1) for b in av[1:] if b is not None)
+            total += sum(_size(b, depth + 1, limit) for b in av[1:] if b is not None)
         else:
             total += 1
-        if total > MAX_EXPANDED:
-            return MAX_EXPANDED + 1
+        if total > limit:
+            return limit + 1
     return total
 
 

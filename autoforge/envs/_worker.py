@@ -274,12 +274,18 @@ def _try_encode(value: Any, output: bool, *, finite: bool = True) -> bytes | Non
             return None
     if finite and b"null" in data and not _finite(value, output):  # NaN and infinity come out as null
         return None
-    if _LONG_DIGITS.search(data) and _find_problem(value, "", output) is not None:  # orjson writes up to 2**64-1
+    if _int_too_big(data, value, output):
         return None
     return data
 
 
 _LONG_DIGITS = re.compile(rb"\d{19}")  # an integer outside the signed 64-bit range has 19 digits or more
+
+
+def _int_too_big(data: bytes, value: Any, output: bool) -> bool:
+    """``value`` (encoded as ``data``) holds an integer outside the signed 64-bit range: orjson
+    writes up to 2**64-1, so bytes with a 19-digit run are walked exactly."""
+    return _LONG_DIGITS.search(data) is not None and _find_problem(value, "", output) is not None
 
 
 def encode(value: Any, where: str, *, output: bool = False) -> bytes:
@@ -397,8 +403,8 @@ class Worker:
         if changed and any(type(k) is not str or (k not in committed and _try_encode(k, False) is None)
                            for k in changed):
             return None, [], set()  # a top-level key that is not a string, or not valid Unicode
-        if any(_LONG_DIGITS.search(parts[k]) and _find_problem(state[k], "", False) for k in changed):
-            return None, [], set()  # an integer orjson writes but outside the signed 64-bit range
+        if any(_int_too_big(parts[k], state[k], False) for k in changed):
+            return None, [], set()
         nulls = {k for k in changed if b"null" in parts[k]}
         nulls.update(k for k in self.null_parts if k in parts and k not in nulls and committed[k] == parts[k])
         if nulls and not _finite([state[k] for k in nulls]):

@@ -21,18 +21,11 @@ the one way those stages compile a schema's ``pattern`` (None: a pattern that ca
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 from urllib.parse import unquote
 
-try:  # the regular-expression parser (renamed in Python 3.11)
-    from re import _constants as _C, _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_constants as _C  # type: ignore[no-redef]
-    import sre_parse  # type: ignore[no-redef]
-
 from autoforge.errors import ToolDocError
-from autoforge.patterns import MAX_PATTERN_CHARS, PatternError, SafePattern, compile_pattern
+from autoforge.patterns import MAX_PATTERN_CHARS, PatternError, SafePattern, compile_pattern, expanded_size, repeat_product
 from autoforge.tooldocs.source import MAX_NODES, MAX_SCHEMA_DEPTH, pointer_token, unescape_pointer
 
 JSON_TYPES = {"string", "integer", "number", "boolean", "array", "object", "null"}
@@ -42,7 +35,6 @@ _SUBSCHEMA_SINGLE = ("not", "if", "then", "else", "contains", "propertyNames", "
 _SUBSCHEMA_MAPS = ("properties", "patternProperties", "dependentSchemas")
 _DEF_KEYS = ("$defs", "definitions")
 _DATA_KEYS = ("default", "enum", "const", "example", "examples")
-_REPEAT_OPS = tuple(getattr(_C, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT") if hasattr(_C, n))
 
 
 def lookup_pointer(doc: Any, ref: str) -> Any:
@@ -306,52 +298,13 @@ def documented_pattern(pattern: Any) -> SafePattern | None:
 
 @functools.lru_cache(maxsize=4096)
 def _documented(pattern: str) -> SafePattern | None:
-    if _pattern_units(pattern) > MAX_PATTERN_UNITS:
+    try:
+        units = expanded_size(pattern, MAX_PATTERN_UNITS)
+    except PatternError:  # syntax only RE2 or the fallback knows (\p{L}): bound it by its counts
+        units = repeat_product(pattern, MAX_PATTERN_UNITS)
+    if units > MAX_PATTERN_UNITS:
         return None
     try:
         return compile_pattern(pattern)
     except PatternError:
         return None
-
-
-_COUNTED = re.compile(r"\{\s*(\d{1,12})\s*(?:,\s*(\d{0,12})\s*)?\}")
-
-
-def _pattern_units(pattern: str) -> int:
-    """Literals, classes and groups of ``pattern``, each repeat counted as often as it may run
-    (siblings add, nesting multiplies); when Python cannot parse the pattern, the product of
-    all its counts (an over-estimate)."""
-    try:
-        return _units(sre_parse.parse(pattern), 0)
-    except Exception:  # noqa: BLE001 - syntax only the fallback engine knows, or nesting past the recursion limit
-        total = 1
-        for m in _COUNTED.finditer(pattern):
-            total *= max(1, *(int(g) for g in m.groups() if g))
-            if total > MAX_PATTERN_UNITS:
-                break
-        return total
-
-
-def _units(tokens: Any, depth: int) -> int:
-    if depth > 100:
-        return MAX_PATTERN_UNITS + 1
-    total = 0
-    for op, av in tokens:
-        if op in _REPEAT_OPS:
-            lo, hi, sub = av
-            total += max(1, lo, hi if hi != _C.MAXREPEAT else 0) * _units(sub, depth + 1)
-        elif op is _C.SUBPATTERN:
-            total += _units(av[-1], depth + 1)
-        elif op is _C.BRANCH:
-            total += sum(_units(alt, depth + 1) for alt in av[1])
-        elif op in (_C.ASSERT, _C.ASSERT_NOT):
-            total += _units(av[1], depth + 1)
-        elif op is _C.GROUPREF_EXISTS:
-            total += sum(_units(alt, depth + 1) for alt in av[1:] if alt is not None)
-        elif op is getattr(_C, "ATOMIC_GROUP", None):
-            total += _units(av, depth + 1)
-        else:
-            total += 1
-        if total > MAX_PATTERN_UNITS:
-            break
-    return total
