@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+import warnings
 from typing import Any
 
 import re2
@@ -119,7 +120,9 @@ def expanded_size(pattern: str, limit: int = MAX_EXPANDED) -> int:
     """Positions the pattern has once bounded repeats are written out (``a{3}`` is 3; ``(ab){2,5}``
     is 10), at most ``limit + 1``. PatternError when Python's parser cannot read it."""
     try:
-        tree = _sre_parser.parse(pattern)
+        with warnings.catch_warnings():  # "possible nested set" and the like: about Python's dialect, not ours
+            warnings.simplefilter("ignore")
+            tree = _sre_parser.parse(pattern)
     except (re.error, OverflowError, RecursionError, ValueError, TypeError) as exc:
         raise PatternError(f"invalid pattern {_short(pattern)!r}: {exc}") from exc
     return _size(tree, 0, limit)
