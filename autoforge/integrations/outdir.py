@@ -1,0 +1,84 @@
+"""The output folder of the folder-shaped exports (``--format hf`` and ``--format verl``).
+
+The same rules as ``autoforge export`` to a file (docs/hardening.md, "export"), for a folder:
+
+- everything is written into a new temporary folder beside ``--out`` (``.NAME.tmp-...``), which
+  replaces ``--out`` only once it is complete: a failed export leaves ``--out`` as it was;
+- ``--out`` may be missing, an empty folder, or a previous export of this kind (it holds
+  :data:`MARKER`); anything else (a file, a folder with other files) is refused, never deleted;
+- ``--out`` can be neither the warehouse nor a folder holding it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from autoforge.errors import WarehouseError
+from autoforge.warehouse.engine import duckdb_path, resolve_url
+
+MARKER = "autoforge_export.json"  # what marks a folder as a previous export that a new one may replace
+
+
+def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
+    """``out`` resolved, or WarehouseError saying why it cannot receive a ``fmt`` export."""
+    out = Path(out).expanduser().resolve()
+    wh = duckdb_path(resolve_url(warehouse))
+    if wh is not None:
+        wh = wh.resolve()
+        if out == wh or out in wh.parents:
+            raise WarehouseError(f"--out {out} is the warehouse or a folder holding it ({wh}); pass a new folder for "
+                                 f"the {fmt} export")
+    if out.exists() and not out.is_dir():
+        raise WarehouseError(f"--out {out} is a file; --format {fmt} writes a folder: pass a folder path")
+    if out.is_dir() and any(out.iterdir()):
+        marker = out / MARKER
+        kind = None
+        if marker.is_file():
+            try:
+                kind = json.loads(marker.read_text()).get("format")
+            except (OSError, ValueError, AttributeError):
+                kind = None
+        if kind != fmt:
+            what = f"a {kind} export" if kind else "files that are not an autoforge export"
+            raise WarehouseError(f"--out {out} already holds {what}; only an empty folder or a previous --format {fmt} "
+                                 "export is replaced: pass another folder, or remove this one yourself")
+    return out
+
+
+@contextmanager
+def staged_dir(out: Path) -> Iterator[Path]:
+    """A temporary folder beside ``out`` that replaces ``out`` when the block ends without an error."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+    except OSError as exc:
+        raise WarehouseError(f"cannot create a folder beside --out {out} ({exc.strerror or exc}); check that "
+                             f"{out.parent} is writable, or pass another --out") from exc
+    try:
+        yield tmp
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+            out.rename(old)  # the previous export (or an empty folder) steps aside ...
+        try:
+            tmp.rename(out)  # ... the new one takes its place ...
+        except OSError:
+            if old is not None:
+                old.rename(out)  # ... or the previous one comes back
+            raise
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def write_marker(folder: Path, fmt: str, info: dict) -> None:
+    (folder / MARKER).write_text(json.dumps({"format": fmt, **info}, indent=2, sort_keys=True, default=str) + "\n")
