@@ -317,6 +317,21 @@ def _with_env_names(warehouse: str | None, summary: dict) -> dict:
     return {**summary, "results": rows}
 
 
+@command("mcp")
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from autoforge.integrations import mcp
+
+    served = mcp.load_served(_wh(args), args.env, args.task)
+    mcp.check_served(served)
+    if args.http is None:
+        mcp.announce(served, "serving over stdio")
+        mcp.serve_stdio(served)
+        return 0
+    host, port = mcp.parse_host_port(args.http)
+    mcp.serve_http(served, host, port, ready=lambda url: mcp.announce(served, f"serving at {url} (Ctrl-C stops)"))
+    return 0
+
+
 @command("serve")
 def cmd_serve(args: argparse.Namespace) -> int:
     _prefect_env()
@@ -547,6 +562,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=_number("serve_limit", "--limit"), default=1,
                    help="flow runs at once in this process (default 1: DuckDB has one writer)")
     s.add_argument("--no-schedules", action="store_true", help="serve without schedules (runs only when triggered)")
+
+    s = sub.add_parser("mcp", parents=[common], help="serve one environment as an MCP server (stdio, or HTTP with --http)",
+                       description="Serve one synthesized environment's tools to any MCP client (official mcp SDK): "
+                                   "tools/list gives the tools with their JSON schemas and descriptions, tools/call runs "
+                                   "them in the sandbox. Each client session gets its own copy of the starting state "
+                                   "(--task's initial state, else the environment's sample state) and a `reset` tool; "
+                                   "sessions never see each other's writes. A failed call is an MCP tool error (isError).",
+                       epilog="Client config (stdio): {\"command\": \"autoforge\", \"args\": [\"mcp\", \"--env\", "
+                              "\"NAME\", \"--warehouse\", \"/abs/path/autoforge.duckdb\"]}. Over HTTP point the client "
+                              "at http://HOST:PORT/mcp (streamable HTTP). Tool limits: AUTOFORGE_TOOL_TIMEOUT, "
+                              "AUTOFORGE_TOOL_MEMORY_MB.")
+    s.add_argument("--env", required=True, metavar="NAME", help="the environment (name or env id; `autoforge sql "
+                   "\"SELECT name FROM environments\"` lists them)")
+    s.add_argument("--task", metavar="TASK_ID", default=None,
+                   help="start every session from this task's initial state (default: the environment's sample state)")
+    s.add_argument("--http", metavar="HOST:PORT", default=None,
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port; "
+                        "127.0.0.1/localhost get DNS-rebinding protection)")
 
     s = sub.add_parser("train", parents=[common], help="SFT cold start then ERPO on curated tasks (torch + transformers)",
                        description="Trains a policy on the warehouse's curated tasks: SFT on gold dialogues, then ERPO "
