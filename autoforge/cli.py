@@ -125,6 +125,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 @command("export")
 def cmd_export(args: argparse.Namespace) -> int:
+    if args.format in ("hf", "verl"):  # folders for other trainers: autoforge/integrations
+        from autoforge.integrations.hf import export_hf
+        from autoforge.integrations.verl import export_verl
+
+        res = (export_hf if args.format == "hf" else export_verl)(_wh(args), args.relation, args.out)
+        parts = ", ".join(f"{s} {n}" for s, n in res.splits.items())
+        print(f"wrote {sum(res.splits.values())} rows of {args.relation} to {res.out}/ ({args.format}: {parts}; "
+              f"card: {res.out}/README.md)")
+        return 0
     from autoforge.warehouse.export import export_relation
 
     n = export_relation(_wh(args), args.relation, args.format, args.out)
@@ -486,10 +495,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("sql", parents=[common], help="run a read-only SQL query and print the result")
     s.add_argument("query", help='SQL text, e.g. "SELECT count(*) FROM tool_specs" ("-" reads stdin)')
     s.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    s = sub.add_parser("export", parents=[common], help="write a table or view to parquet, jsonl or csv")
+    s = sub.add_parser("export", parents=[common], help="write a table or view to parquet, jsonl or csv, or a "
+                       "folder for other trainers (hf: a Hugging Face DatasetDict; verl: verl's RL parquet)",
+                       epilog="hf and verl write a folder: train/test from the task split, a dataset card README.md "
+                              "(every column, the warehouse and batches it came from). hf takes any table or view "
+                              "(tasks relations such as v_curated_tasks become one row per task with the prompt as "
+                              "chat messages, OpenAI tool schemas, states and gold outcome); verl takes tasks "
+                              "relations. The folder is written beside --out first and replaces it only when "
+                              "complete; an existing --out must be empty or a previous export of the same format.")
     s.add_argument("relation", metavar="TABLE_OR_VIEW")
-    s.add_argument("--format", choices=["parquet", "jsonl", "csv"], required=True)
-    s.add_argument("--out", required=True, metavar="PATH")
+    s.add_argument("--format", choices=["parquet", "jsonl", "csv", "hf", "verl"], required=True,
+                   help="parquet | jsonl | csv: one file; hf: datasets.load_from_disk folder; verl: train.parquet + "
+                        "test.parquet")
+    s.add_argument("--out", required=True, metavar="PATH", help="the file (parquet, jsonl, csv) or folder (hf, verl)")
 
     s = sub.add_parser("ingest", parents=[common], help="parse tool documentation into tool sets (candidate environments)")
     s.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (a folder = one tool set)")

@@ -45,7 +45,7 @@ def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
             except (OSError, ValueError, AttributeError):
                 kind = None
         if kind != fmt:
-            what = f"a {kind} export" if kind else "files that are not an autoforge export"
+            what = f"a --format {kind} export" if kind else "files that are not an autoforge export"
             raise WarehouseError(f"--out {out} already holds {what}; only an empty folder or a previous --format {fmt} "
                                  "export is replaced: pass another folder, or remove this one yourself")
     return out
