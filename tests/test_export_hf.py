@@ -273,3 +273,20 @@ def test_export_folder_rules(wh, tmp_path, capsys, monkeypatch):
     assert _export(wh, "no_such_view", "hf", tmp_path / "x") == 2
     assert "known: " in capsys.readouterr().err
     assert not (tmp_path / "v").exists() and not (tmp_path / "x").exists()
+
+
+def test_an_empty_corpus_exports_loadable_empty_splits(warehouse, tmp_path):
+    """No task yet: both formats still write every split with its schema (datasets cannot load a split
+    saved without a shard, so an empty one gets one)."""
+    import pyarrow.parquet as pq
+    from datasets import load_from_disk
+
+    assert _export(warehouse, "v_curated_tasks", "hf", tmp_path / "hf") == 0
+    ds = load_from_disk(str(tmp_path / "hf"))
+    assert {s: ds[s].num_rows for s in ds} == {"train": 0, "test": 0}
+    assert "prompt" in ds["test"].features and str(ds["test"].features["n_tool_calls"].dtype) == "int64"
+    assert _export(warehouse, "v_curated_tasks", "verl", tmp_path / "verl") == 0
+    assert pq.read_table(tmp_path / "verl" / "test.parquet").column_names == CONTRACT
+    assert _export(warehouse, "runs", "hf", tmp_path / "runs") == 0
+    runs = load_from_disk(str(tmp_path / "runs"))["train"]
+    assert runs.num_rows == 0 and str(runs.features["started_at"].dtype).startswith("timestamp")

@@ -35,13 +35,14 @@ from pydantic import BaseModel
 
 from autoforge.integrations.card import card_text, provenance, sql_column_comments
 from autoforge.integrations.outdir import check_out_dir, staged_dir, write_marker
-from autoforge.integrations.rows import TaskRow, is_task_relation, relation_columns, task_rows
+from autoforge.integrations.rows import TaskRow, is_task_relation, quoted, relation_columns, task_rows
 from autoforge.types import canonical_json
 from autoforge.warehouse import query
 
 TASK_JSON_COLUMNS = ("tools", "initial_state", "gold_answer", "user_facts", "gold_calls")
 SPLITS = ("train", "test")
 _SCALARS = (str, int, float, bool)
+_SHARD_BYTES = 500 * 2**20  # datasets' default max_shard_size
 
 
 class ExportResult(BaseModel):
@@ -90,11 +91,28 @@ def task_record(row: TaskRow) -> dict[str, Any]:
     return d
 
 
-def _generic_column(values: list[Any], is_json: bool):
+def _sql_arrow_type(sql_type: str):
+    """The Arrow type of a SQL column type, for columns with no value to infer one from (None: unknown)."""
+    import pyarrow as pa
+
+    t = sql_type.upper()
+    if "JSON" in t or t.startswith(("VARCHAR", "TEXT", "CHAR", "CHARACTER")):
+        return pa.string()
+    if t.startswith("TIMESTAMP"):
+        return pa.timestamp("us", tz="UTC") if "TIME ZONE" in t or t.endswith("TZ") else pa.timestamp("us")
+    return {"BOOLEAN": pa.bool_(), "INTEGER": pa.int64(), "BIGINT": pa.int64(), "SMALLINT": pa.int64(),
+            "DOUBLE": pa.float64(), "DOUBLE PRECISION": pa.float64(), "REAL": pa.float64(), "FLOAT": pa.float64(),
+            "DATE": pa.date32()}.get(t)
+
+
+def _generic_column(values: list[Any], sql_type: str):
     """(Arrow array, stored as JSON?) for one column of any relation."""
     import pyarrow as pa
 
+    is_json = "JSON" in sql_type.upper()
     present = [v for v in values if v is not None]
+    if not present:  # nothing to infer from (an empty relation, an all-NULL column): the SQL type says
+        return pa.array(values, _sql_arrow_type(sql_type) or pa.string()), is_json
     nested = any(isinstance(v, dict) or (isinstance(v, list) and not all(isinstance(x, _SCALARS) for x in v))
                  for v in present)
     if is_json and (nested or len({type(v) for v in present}) > 1):
@@ -113,10 +131,10 @@ def generic_table(warehouse: str | None, relation: str):
     types = {r["column_name"]: str(r["data_type"]).upper() for r in query(
         warehouse, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = :r",
         {"r": relation}, read_only_check=False)}
-    rows = query(warehouse, f'SELECT * FROM "{relation.replace(chr(34), chr(34) * 2)}"', read_only_check=False)
+    rows = query(warehouse, f"SELECT * FROM {quoted(relation)}", read_only_check=False)
     arrays, json_cols = [], []
     for c in cols:
-        arr, as_json = _generic_column([r.get(c) for r in rows], "JSON" in types.get(c, ""))
+        arr, as_json = _generic_column([r.get(c) for r in rows], types.get(c, ""))
         arrays.append(arr)
         if as_json:
             json_cols.append(c)
@@ -212,7 +230,8 @@ def export_hf(warehouse: str | None, relation: str, out: str, *, tool_schema: st
                       "splits": [{"name": s, "num_examples": n} for s, n in splits.items()]},
     )
     with staged_dir(target) as tmp, _quiet():
-        dd.save_to_disk(str(tmp))
+        # one shard per 500 MB (datasets' default), and one for an empty split: without a shard it cannot be loaded
+        dd.save_to_disk(str(tmp), num_shards={s: max(1, -(-t.nbytes // _SHARD_BYTES)) for s, t in parts.items()})
         (tmp / "README.md").write_text(card)
         write_marker(tmp, "hf", {**prov, "splits": splits, "task_rows": tasks})
     return ExportResult(format="hf", relation=relation, out=str(target), splits=splits, columns=table.column_names,

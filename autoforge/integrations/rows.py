@@ -91,7 +91,8 @@ class TaskRow(BaseModel):
         description="verification checks the task passed (None when the relation does not carry it)")
 
 
-def _quoted(relation: str) -> str:
+def quoted(relation: str) -> str:
+    """A relation name as a SQL identifier."""
     return '"' + relation.replace('"', '""') + '"'
 
 
@@ -143,7 +144,7 @@ def task_rows(warehouse: str | None, relation: str = "v_curated_tasks", split: s
         raise WarehouseError(f"{relation!r} is not a tasks relation (no column {', '.join(missing)}); task rows need "
                              "one row per task, e.g. v_curated_tasks or tasks; export other relations column by column "
                              "(`autoforge export RELATION --format hf` writes their columns as they are)")
-    name = _quoted(relation)
+    name = quoted(relation)
     view_rows = query(warehouse, f"SELECT * FROM {name} ORDER BY task_id", read_only_check=False)
     twice = [t for t, n in Counter(r["task_id"] for r in view_rows).items() if n > 1]
     if twice:
