@@ -31,10 +31,15 @@ from autoforge.warehouse import apply_migrations, write_records
 pytest.importorskip("mcp")
 from mcp.client.client import Client  # noqa: E402
 from mcp.client.stdio import StdioServerParameters  # noqa: E402
-from mcp.shared.exceptions import MCPError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = {t.name: t for t in make_tools()}
+SLOW = ToolCode(code_id="code_slow_count", env_id="env_mock_shop", tool_id="tool_slow_count", name="slow_count",
+                source="def slow_count(state, n):\n    total = 0\n    for i in range(n):\n        total += i\n"
+                       "    return {'total': total}\n",
+                status="accepted", effect="read", kind="llm", parameters={
+                    "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                output_schema={"type": "object", "properties": {"total": {"type": "integer"}}})  # n = 10**12: a timeout
+TOOLS = {t.name: t for t in [*make_tools(), SLOW]}
 EXTRA_ORDER = {"order_id": "O0009", "user_id": "U0002", "product_id": "P0001", "quantity": 3, "total": 60.0,
                "status": "pending", "delivery_date": "2025-04-01"}
 
@@ -58,7 +63,7 @@ def wh(tmp_path_factory) -> str:
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "AUTOFORGE_TIMING": "0"}
+    return {**os.environ, "PYTHONPATH": str(ROOT), "AUTOFORGE_TIMING": "0", "AUTOFORGE_TOOL_TIMEOUT": "0.5"}
 
 
 def _strip_null(schema):
@@ -111,6 +116,10 @@ def test_stdio_lists_the_tool_code_and_calls_run_in_the_sandbox(wh):
             assert r.structured_content["kind"] == "invalid_arguments"
             r = await c.call_tool("refund_order", {"order_id": "O0002"})
             assert r.is_error and "unknown tool 'refund_order'" in r.content[0].text
+            r = await c.call_tool("slow_count", {"n": 10**12})  # past AUTOFORGE_TOOL_TIMEOUT: the worker is killed
+            assert r.is_error and r.structured_content["kind"] == "timeout" and "0.5 s" in r.content[0].text
+            r = await c.call_tool("slow_count", {"n": 4})  # a fresh worker, the state rebuilt by replay
+            assert not r.is_error and r.structured_content == {"total": 6}
             r = await c.call_tool("get_order", {"order_id": "O0009"})  # the sample state has no O0009
             assert r.is_error and r.structured_content["error"] == "no order O0009"
             r = await c.call_tool("reset", {"hard": True})
@@ -232,6 +241,21 @@ def test_non_object_outputs_are_wrapped_and_a_misfit_is_a_tool_error():
     assert bad.is_error and "does not fit its output schema" in bad.content[0].text
     timeout = served_mcp.tool_result(Observation(ok=False, kind="timeout", error="list_ids: timed out"), tool)
     assert timeout.is_error and timeout.structured_content == {"error": "list_ids: timed out", "kind": "timeout"}
+
+
+def test_a_sandbox_that_cannot_start_is_a_tool_error_not_an_exception(wh, monkeypatch):
+    from autoforge.envs.runtime import Environment
+    from autoforge.errors import SandboxError
+
+    def refuse(self, state):
+        raise SandboxError("environment env_mock_shop: could not load the tools in a new sandbox worker")
+
+    monkeypatch.setattr(Environment, "reset", refuse)
+    sess = served_mcp.Session(served_mcp.load_served(wh, "mock_shop"))
+    r = sess.call("get_order", {"order_id": "O0001"})
+    assert r.is_error and r.structured_content["kind"] == "crashed"
+    assert "could not load the tools" in r.content[0].text and "`reset` starts over" in r.content[0].text
+    sess.close()
 
 
 def test_clear_errors_for_what_cannot_be_served(wh, tmp_path, capsys):

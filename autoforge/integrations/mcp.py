@@ -48,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.envs.checks import _nullable, output_fits
 from autoforge.envs.runtime import Environment, Observation
-from autoforge.errors import ConfigError
+from autoforge.errors import AutoforgeError, ConfigError
 from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolSpec, canonical_json, state_hash
 
 RESET_TOOL = "reset"  # the session's state back to its start; `reset_environment` if the environment has a `reset`
@@ -242,16 +242,21 @@ class Session:
 
         with self._lock:
             self.calls += 1
-            env = self._environment()
-            if name == self.served.reset_name:
-                if arguments:
-                    obs = Observation(ok=False, kind="invalid_arguments",
-                                      error=f"{name} takes no arguments, got {', '.join(sorted(arguments))}")
-                    return tool_result(obs, None)
-                env.reset(self.served.initial_state)
-                out = {"reset": True, "state": self.served.state_source, "state_hash": env.state_hash()}
-                return types.CallToolResult(content=[types.TextContent(text=canonical_json(out))], structured_content=out)
-            return tool_result(env.call(name, arguments if arguments is not None else {}), env.tools.get(name))
+            try:
+                env = self._environment()
+                if name == self.served.reset_name:
+                    if arguments:
+                        obs = Observation(ok=False, kind="invalid_arguments",
+                                          error=f"{name} takes no arguments, got {', '.join(sorted(arguments))}")
+                        return tool_result(obs, None)
+                    env.reset(self.served.initial_state)
+                    out = {"reset": True, "state": self.served.state_source, "state_hash": env.state_hash()}
+                    return types.CallToolResult(content=[types.TextContent(text=canonical_json(out))],
+                                                structured_content=out)
+                return tool_result(env.call(name, arguments if arguments is not None else {}), env.tools.get(name))
+            except AutoforgeError as e:  # the sandbox could not start or rebuild the state: say so, keep serving
+                hint = "" if name == self.served.reset_name else f"; `{self.served.reset_name}` starts over"
+                return tool_result(Observation(ok=False, kind="crashed", error=f"{e}{hint}"), None)
 
     def close(self) -> None:
         with self._lock:
