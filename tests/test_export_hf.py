@@ -290,3 +290,17 @@ def test_an_empty_corpus_exports_loadable_empty_splits(warehouse, tmp_path):
     assert _export(warehouse, "runs", "hf", tmp_path / "runs") == 0
     runs = load_from_disk(str(tmp_path / "runs"))["train"]
     assert runs.num_rows == 0 and str(runs.features["started_at"].dtype).startswith("timestamp")
+
+
+def test_card_column_docs_come_from_the_sql_comments():
+    """Tables (quoted names too), ALTER ... ADD COLUMN, and the newest definition of a view."""
+    from autoforge.integrations.card import sql_column_comments
+
+    tasks = sql_column_comments("tasks")
+    assert tasks["initial_state"].startswith("S: the task's own initial state") and "kind" in tasks  # 048 adds kind
+    assert sql_column_comments("verification_results")["check"].startswith("replay_deterministic")
+    assert sql_column_comments("llm_calls")["created_at"] == "UTC"  # not mistaken for a CREATE line
+    view = sql_column_comments("v_curated_tasks")
+    assert "gold_answer" in view and view["split"].startswith("train | test")  # 049 replaces 041
+    assert not {"verified", "envs", "checks", "final"} & set(view)  # CTE names are not columns
+    assert sql_column_comments("no_such_relation") == {}

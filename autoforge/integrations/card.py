@@ -25,6 +25,7 @@ from autoforge.warehouse.migrations import SQL_DIR
 
 _HEAD = re.compile(r"^\s*(CREATE\s+(?:OR\s+REPLACE\s+)?(?:TABLE|VIEW)(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE)\s+(\w+)",
                    re.IGNORECASE)
+_NOT_COLUMNS = {"CREATE", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "CONSTRAINT", "ALTER", "COMMENT"}
 _ADD = re.compile(r"ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECASE)
 
 
@@ -51,8 +52,10 @@ def sql_column_comments(relation: str) -> dict[str, str]:
                 m = re.search(r"(\w+)\s*,?\s*$", code)  # `expr AS name,` or `v.name,`
                 if m and not code.upper().startswith(("WITH", "SELECT", "FROM")) and not code.endswith("("):
                     out[m.group(1)] = comment
-            elif re.match(r"^\w+\s+\w", code) and not code.upper().startswith(("CREATE", "PRIMARY", "UNIQUE")):
-                out[code.split()[0]] = comment
+            elif re.match(r'^"?\w+"?\s+\w', code):  # `name TYPE ...,` (a quoted name too: "check", "values")
+                first = code.split()[0].strip('"')
+                if code.startswith('"') or first.upper() not in _NOT_COLUMNS:
+                    out[first] = comment
     return out
 
 
