@@ -93,6 +93,12 @@ def test_hf_export_is_a_datasetdict_with_one_row_per_task(wh, tmp_path, capsys):
             kinds[(row["env_name"], row["kind"])] += 1
     assert kinds[("library", "state")] and kinds[("effects_calculator", "answer")], kinds
 
+    from autoforge.integrations.hf import load_task_records
+
+    decoded = load_task_records(str(out), "test")
+    assert len(decoded) == ds["test"].num_rows
+    assert all(r["initial_state"] == tasks[r["task_id"]].initial_state and isinstance(r["tools"], list) for r in decoded)
+
 
 def test_hf_prompt_and_tools_are_what_the_rollout_engine_sends(wh, tmp_path):
     """Play one real episode per environment with a recording agent: the engine's first two
@@ -154,6 +160,11 @@ def test_hf_card_says_what_each_column_is_and_where_it_came_from(wh, tmp_path):
     assert "| `initial_state` | JSON string |" in card and "json.loads" in card
     marker = json.loads((out / "autoforge_export.json").read_text())
     assert marker["format"] == "hf" and marker["relation"] == "v_curated_tasks"
+    # the front matter is what the Hub reads: load_dataset(DIR) finds the splits through `configs`
+    from datasets import load_dataset
+
+    hub = load_dataset(str(out), cache_dir=str(tmp_path / "cache"))
+    assert {s: hub[s].num_rows for s in hub} == _view_counts(wh)
 
 
 def test_verl_parquet_contract_read_back_with_pyarrow(wh, tmp_path, capsys):
@@ -198,6 +209,12 @@ def test_verl_parquet_contract_read_back_with_pyarrow(wh, tmp_path, capsys):
     card = (out / "README.md").read_text()
     files = {f["split"]: f["path"] for f in _front_matter(card)["configs"][0]["data_files"]}
     assert files == {"train": "train.parquet", "test": "test.parquet"}
+    # how verl's RLHFDataset reads its files: datasets' parquet builder
+    from datasets import load_dataset
+
+    read = load_dataset("parquet", data_files={s: str(out / f"{s}.parquet") for s in counts},
+                        cache_dir=str(tmp_path / "cache"))
+    assert {s: read[s].num_rows for s in read} == counts and read["train"].column_names == CONTRACT
     for col in CONTRACT:
         assert f"| `{col}` |" in card
 
