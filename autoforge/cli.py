@@ -251,7 +251,7 @@ def print_factory_summary(warehouse: str | None, result: dict) -> None:
     if table_exists(warehouse, "v_curated_tasks"):
         rows = query(warehouse, """
             SELECT count(*) AS verified_tasks, count(DISTINCT env_id) AS environments,
-                   median(n_tool_calls) AS median_tool_calls,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY n_tool_calls) AS median_tool_calls,
                    round(avg(CASE WHEN n_reasoning_nodes > 0 THEN 1 ELSE 0 END), 3) AS share_with_reasoning,
                    round(avg(CASE WHEN n_requirements >= 2 THEN 1 ELSE 0 END), 3) AS share_merged,
                    max(dag_depth) AS max_dag_depth

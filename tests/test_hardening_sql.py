@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pwd
-import shutil
-import socket
-import subprocess
-import tempfile
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -478,54 +474,22 @@ def test_a_folder_as_warehouse_is_refused(tmp_path):
 # ----------------------------------------------------------------------------- PostgreSQL
 
 
-_PG_BIN = Path("/usr/lib/postgresql/15/bin")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[dict[str, str]]:
-    """A throwaway PostgreSQL 15 on 127.0.0.1 with a table, a superuser URL and a read-only role URL."""
-    psycopg = pytest.importorskip("psycopg", reason="psycopg 3 is not installed (pip install 'psycopg[binary]')")
-    if not (_PG_BIN / "initdb").exists():
-        pytest.skip(f"PostgreSQL server binaries not found in {_PG_BIN}")
-    as_postgres: list[str] = []
-    folder = Path(tempfile.mkdtemp(prefix="autoforge_pg_"))
-    if os.geteuid() == 0:  # the server refuses to run as root
-        if shutil.which("runuser") is None:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL as the postgres user")
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("no postgres user to run the server as")
-        os.chown(folder, pw.pw_uid, pw.pw_gid)
-        as_postgres = ["runuser", "-u", "postgres", "--"]
-    data, port = folder / "data", _free_port()
-    ctl = [*as_postgres, str(_PG_BIN / "pg_ctl"), "-D", str(data)]
-    try:
-        subprocess.run([*as_postgres, str(_PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres",
-                        "--no-sync", "-E", "UTF8"], check=True, capture_output=True, timeout=20)
-        subprocess.run([*ctl, "-o", f"-k {folder} -h 127.0.0.1 -p {port} -c fsync=off", "-w", "-t", "10",
-                        "-l", str(folder / "log"), "start"], check=True, capture_output=True, timeout=20)
-    except (subprocess.SubprocessError, OSError) as exc:
-        shutil.rmtree(folder, ignore_errors=True)
-        pytest.skip(f"could not start a local PostgreSQL: {exc}")
-    admin = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-    try:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
-            c.execute("INSERT INTO items VALUES (1, 'one'), (2, 'two')")
-            c.execute("CREATE ROLE reader LOGIN")
-            c.execute("GRANT SELECT ON items TO reader")
-            c.execute("GRANT CREATE ON SCHEMA public TO reader")  # so only the read-only transaction stops a CREATE
-        yield {"admin": admin, "reader": f"postgresql://reader@127.0.0.1:{port}/postgres"}
-    finally:
-        subprocess.run([*ctl, "-m", "immediate", "stop"], capture_output=True, timeout=20)
-        shutil.rmtree(folder, ignore_errors=True)
+    """A throwaway PostgreSQL 15 on 127.0.0.1 (tests/pg_server.py) with a table, a superuser URL and a read-only role URL."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pg_server import PgServer, unavailable
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    with PgServer() as server:
+        server.execute("CREATE TABLE items (id int PRIMARY KEY, name text)",
+                       "INSERT INTO items VALUES (1, 'one'), (2, 'two')",
+                       "CREATE ROLE reader LOGIN",
+                       "GRANT SELECT ON items TO reader",
+                       "GRANT CREATE ON SCHEMA public TO reader")  # so only the read-only transaction stops a CREATE
+        yield {"admin": server.url(), "reader": server.url(user="reader")}
 
 
 def test_postgres_query_runs_in_a_read_only_transaction(postgres):

@@ -55,7 +55,8 @@ def curated_task_ids(warehouse: str | None, cfg: TrainConfig, split: str) -> lis
         names = ", ".join(f":e{i}" for i in range(len(cfg.envs)))
         where.append(f"(env_id IN ({names}) OR env_name IN ({names}))")
         params.update({f"e{i}": e for i, e in enumerate(cfg.envs)})
-    rows = query(warehouse, f"SELECT task_id FROM v_curated_tasks WHERE {' AND '.join(where)} ORDER BY task_id", params)
+    rows = query(warehouse, f"SELECT task_id FROM v_curated_tasks WHERE {' AND '.join(where)} ORDER BY task_id", params,
+                 read_only_check=False)  # fixed SQL built here (on PostgreSQL the user-SQL path refuses a superuser)
     return [r["task_id"] for r in rows]
 
 

@@ -16,7 +16,7 @@ FORMATS = ("parquet", "jsonl", "csv")
 def relations(warehouse: str | None) -> list[str]:
     rows = query(
         warehouse,
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY table_name",
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name",
         read_only_check=False,
     )
     return [r["table_name"] for r in rows]

@@ -9,6 +9,7 @@ content hashes), so re-running a stage never duplicates a row.
 from __future__ import annotations
 
 import json
+import time
 import typing
 from collections import defaultdict
 from typing import Any, Iterable, Sequence, TypeVar
@@ -91,17 +92,48 @@ def write_records(
             table_of(model)  # raises with the list of known models
         pk = TABLES[model][1]
         by_table[model][tuple(getattr(rec, k) for k in pk)] = rec
+    # Tables in TABLES' order and rows in key order: every writer takes row locks in the same order, so
+    # two PostgreSQL writers upserting overlapping rows wait for each other instead of deadlocking.
+    batches = [(model, [recs[k] for k in sorted(recs, key=_sort_key)]) for model in TABLES if (recs := by_table.get(model))]
+    url = resolve_url(warehouse)
+    for attempt in range(_PG_RETRIES + 1):
+        try:
+            return _write(url, batches, migrate)
+        except WarehouseError as exc:
+            if is_duckdb(url) or attempt == _PG_RETRIES or not _is_retryable(exc):
+                raise
+            time.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+_PG_RETRIES = 5  # a PostgreSQL write transaction that hit a deadlock or a serialization failure is re-run this often
+
+
+def _sort_key(key: tuple) -> tuple:
+    return tuple((v is None, "" if v is None else str(v)) for v in key)
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    """A PostgreSQL deadlock (40P01) or serialization failure (40001) somewhere in the cause chain."""
+    while exc is not None:
+        if getattr(exc, "sqlstate", None) in ("40P01", "40001"):
+            return True
+        exc = getattr(exc, "orig", None) or exc.__cause__
+    return False
+
+
+def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migrate: bool) -> dict[str, int]:
     counts: dict[str, int] = {}
-    with connect(warehouse) as conn:
+    with connect(url) as conn:
         if migrate:
             from autoforge.warehouse.migrations import migrate_conn
 
             migrate_conn(conn)
-        for model, recs in by_table.items():
+        for model, recs in batches:
             name, pk = TABLES[model]
             columns = list(model.model_fields)
             table = _table(name, columns, pk)
-            rows = [_to_row(r) for r in recs.values()]
+            rows = [_to_row(r) for r in recs]
             for i in range(0, len(rows), _CHUNK):
                 stmt = pg_insert(table).values(rows[i : i + _CHUNK])
                 update = {c: stmt.excluded[c] for c in columns if c not in pk}
@@ -309,8 +341,13 @@ def _run_user_sql_postgres(conn: sa.Connection, sql: str, params: dict | None) -
         compiled = sa.text(sql).compile(dialect=conn.dialect)
         text = psycopg.ClientCursor(raw).mogrify(compiled.string, compiled.construct_params(params))
     check_read_only(text)
-    with raw.cursor() as cur:
-        cur.execute(text, prepare=True)  # the extended protocol: the server runs one statement at most
+    return _pg_rows(conn, text, prepare=True)  # the extended protocol: the server runs one statement at most
+
+
+def _pg_rows(conn: sa.Connection, text: str, *, prepare: bool | None = None) -> list[dict]:
+    """Rows of ``text`` run as written on PostgreSQL (no parameters, so a ``%`` in it is not a placeholder)."""
+    with conn.connection.driver_connection.cursor() as cur:
+        cur.execute(text, prepare=prepare)
         if cur.description is None:
             return []
         names = [d.name for d in cur.description]
@@ -335,6 +372,8 @@ def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_o
                 return _run_user_sql_postgres(conn, sql, params)
             if read_only_check and params:
                 check_read_only(sa.text(sql).compile(dialect=conn.dialect).string)  # the text DuckDB receives
+            if not params and not is_duckdb(url):
+                return _pg_rows(conn, sql)
             result = conn.execute(sa.text(sql), params) if params else conn.exec_driver_sql(sql)
             return _rows(result)
         except WarehouseError:

@@ -1,0 +1,3 @@
+-- PostgreSQL version of sql/043_v_environment_checks.sql: nothing to do. sql/046 (applied after it, in the same
+-- upgrade: no PostgreSQL warehouse was ever built before this folder existed) creates v_environment_checks as it
+-- is now, so the older definition is not written a second time here. DuckDB applies sql/043_v_environment_checks.sql as it is.

@@ -1,0 +1,3 @@
+-- PostgreSQL version of sql/044_v_environment_funnel.sql: nothing to do. sql/052 (applied after it, in the same
+-- upgrade: no PostgreSQL warehouse was ever built before this folder existed) creates v_environment_funnel as it
+-- is now, so the older definition is not written a second time here. DuckDB applies sql/044_v_environment_funnel.sql as it is.
