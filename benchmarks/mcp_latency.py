@@ -13,8 +13,10 @@ session). Three calls are timed, each ``--calls`` times after ``--warmup`` untim
 - ``write``: a write tool the same way (``update_delivery_date``), state changes included;
 - ``reset``: the session's state back to its start.
 
-Printed: median and p95 per call in milliseconds, and, as the floor, the same read called on
-:class:`autoforge.envs.runtime.Environment` directly in this process (sandbox round trip only).
+Printed: median and p95 per call in milliseconds; ``http raw read``: the same read as JSON-RPC
+over one kept-alive ``http.client`` connection (the server's share, without the SDK client's);
+and, as the floor, the read called on :class:`autoforge.envs.runtime.Environment` directly in
+this process (the sandbox round trip alone).
 """
 
 from __future__ import annotations
@@ -130,11 +132,57 @@ def over_http(warehouse: str, env: str, calls: dict, n: int, warmup: int) -> dic
                 return c.protocol_version, await time_calls(c, calls, n, warmup)
 
         version, out = anyio.run(main)
+        out["raw read"] = raw_http(url, calls["read"], n, warmup)
         print(f"  http:  {url}, protocol {version}")
         return out
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+class _RawHTTP:
+    """JSON-RPC over one kept-alive ``http.client`` connection: the server's share without the SDK client."""
+
+    HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def __init__(self, url: str):
+        import http.client
+        import urllib.parse
+
+        u = urllib.parse.urlparse(url)
+        self.path, self.conn, self.headers, self.id = u.path, http.client.HTTPConnection(u.hostname, u.port), {}, 0
+        version = "2025-11-25"
+        r = self.send("initialize", {"protocolVersion": version, "capabilities": {},
+                                     "clientInfo": {"name": "raw", "version": "0"}})
+        self.headers = {"mcp-session-id": r.getheader("mcp-session-id"), "mcp-protocol-version": version}
+        self.send("notifications/initialized", None)
+
+    def send(self, method: str, params: dict | None):
+        import json
+
+        msg = {"jsonrpc": "2.0", "method": method, **({"params": params} if params is not None else {})}
+        if not method.startswith("notifications/"):
+            self.id += 1
+            msg["id"] = self.id
+        self.conn.request("POST", self.path, body=json.dumps(msg).encode(), headers={**self.HEADERS, **self.headers})
+        r = self.conn.getresponse()
+        r.body = r.read()
+        return r
+
+
+def raw_http(url: str, call: dict, n: int, warmup: int) -> list[float]:
+    raw = _RawHTTP(url)
+    params = {"name": call["name"], "arguments": call["arguments"]}
+    for _ in range(warmup):
+        raw.send("tools/call", params)
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        r = raw.send("tools/call", params)
+        times.append(time.perf_counter() - t0)
+        if r.status != 200 or b'"isError":true' in r.body:
+            raise SystemExit(f"raw tools/call failed: {r.status} {r.body[:300]!r}")
+    return times
 
 
 def direct(warehouse: str, env: str, call: dict, n: int, warmup: int) -> list[float]:
@@ -182,8 +230,8 @@ def main() -> None:
         floor = direct(warehouse, env, read, a.calls, a.warmup)
     for transport, by_kind in results.items():
         for kind, times in by_kind.items():
-            print(f"{transport:6s} {kind:6s} {_ms(times)}")
-    print(f"direct read   {_ms(floor)}   (Environment.call in-process: the sandbox round trip alone)")
+            print(f"{transport:6s} {kind:8s} {_ms(times)}")
+    print(f"direct read     {_ms(floor)}   (Environment.call in-process: the sandbox round trip alone)")
 
 
 if __name__ == "__main__":
