@@ -597,7 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start every session from this task's initial state (default: the environment's sample state)")
     s.add_argument("--http", metavar="HOST:PORT", default=None,
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port; "
-                        "127.0.0.1/localhost get DNS-rebinding protection)")
+                        "127.0.0.1/localhost get DNS-rebinding protection; there is no authentication, so bind "
+                        "another host only on a network you trust)")
 
     s = sub.add_parser("train", parents=[common], help="SFT cold start then ERPO on curated tasks (torch + transformers)",
                        description="Trains a policy on the warehouse's curated tasks: SFT on gold dialogues, then ERPO "
