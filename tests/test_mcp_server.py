@@ -239,6 +239,8 @@ def test_non_object_outputs_are_wrapped_and_a_misfit_is_a_tool_error():
     assert not ok.is_error and ok.structured_content == {"result": ["a", None]} and json.loads(ok.content[0].text) == ["a", None]
     bad = served_mcp.tool_result(Observation(ok=True, output=[1]), tool)
     assert bad.is_error and "does not fit its output schema" in bad.content[0].text
+    order = TOOLS["get_order"]
+    assert served_mcp.tool_result(Observation(ok=True, output=None), order).is_error  # null where an object is promised
     timeout = served_mcp.tool_result(Observation(ok=False, kind="timeout", error="list_ids: timed out"), tool)
     assert timeout.is_error and timeout.structured_content == {"error": "list_ids: timed out", "kind": "timeout"}
 

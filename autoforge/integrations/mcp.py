@@ -205,6 +205,8 @@ def tool_result(obs: Observation, tool: ToolCode | None):
     schema, wrapped = output_schema(tool) if tool is not None else (None, False)
     if schema is not None:
         mismatch = output_fits(obs.output, tool.output_schema)
+        if not mismatch and not wrapped and not isinstance(obs.output, dict):
+            mismatch = f"output is {canonical_json(obs.output)[:100]}, its output schema says an object"
         if mismatch:
             message = (f"{tool.name} returned an output that does not fit its output schema ({mismatch}); the call "
                        "did change the state")
