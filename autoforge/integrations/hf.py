@@ -31,22 +31,23 @@ import typing
 from contextlib import contextmanager
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from autoforge.integrations.card import card_text, provenance, sql_column_comments
 from autoforge.integrations.outdir import check_out_dir, staged_dir, write_marker
-from autoforge.integrations.rows import TaskRow, is_task_relation, quoted, relation_columns, task_rows
+from autoforge.integrations.rows import SPLITS, TaskRow, is_task_relation, quoted, relation_columns, task_rows
 from autoforge.types import canonical_json
 from autoforge.warehouse import query
 
 TASK_JSON_COLUMNS = ("tools", "initial_state", "gold_answer", "user_facts", "gold_calls")
-SPLITS = ("train", "test")
 _SCALARS = (str, int, float, bool)
 _SHARD_BYTES = 500 * 2**20  # datasets' default max_shard_size
 
 
 class ExportResult(BaseModel):
     """What a folder export wrote (``autoforge export`` prints it)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     format: str
     relation: str
