@@ -234,7 +234,11 @@ class Session:
             raise ConfigError("this MCP session has ended; open a new one")
         if self._env is None:
             env = Environment.from_records(self.served.env, self.served.tools, **self._kw)
-            env.reset(self.served.initial_state)
+            try:
+                env.reset(self.served.initial_state)
+            except BaseException:
+                env.close()  # its worker goes back to the pool
+                raise
             self._env = env
         return self._env
 
