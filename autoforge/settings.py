@@ -125,6 +125,7 @@ PARAMS: dict[str, Range] = {
     "temperature": Range(0, 10, 0.0, integer=False, rule="a sampling temperature >= 0"),
     "train_steps": Range(0, 100_000, 2, rule="a number of ERPO steps, 0 skips training"),
     "serve_limit": Range(1, 1000, 1, rule="a positive number of flow runs at once"),
+    "max_sessions": Range(1, 10_000, 64, rule="a positive number of MCP sessions at once (each holds a sandbox worker)"),
 }
 
 
