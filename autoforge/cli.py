@@ -337,7 +337,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         mcp.serve_stdio(served)
         return 0
     host, port = mcp.parse_host_port(args.http)
-    mcp.serve_http(served, host, port, ready=lambda url: mcp.announce(served, f"serving at {url} (Ctrl-C stops)"))
+    mcp.serve_http(served, host, port, max_sessions=args.max_sessions,
+                   ready=lambda url: mcp.announce(served, f"serving at {url} (Ctrl-C stops)"))
     return 0
 
 
@@ -595,6 +596,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "\"SELECT name FROM environments\"` lists them)")
     s.add_argument("--task", metavar="TASK_ID", default=None,
                    help="start every session from this task's initial state (default: the environment's sample state)")
+    s.add_argument("--max-sessions", type=_number("max_sessions"), default=64,
+                   help="with --http: sessions at once, each with its own sandbox worker (default 64; more get HTTP 503)")
     s.add_argument("--http", metavar="HOST:PORT", default=None,
                    help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free port; "
                         "127.0.0.1/localhost get DNS-rebinding protection; there is no authentication, so bind "
