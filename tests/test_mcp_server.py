@@ -140,7 +140,7 @@ def test_stdio_lists_the_tool_code_and_calls_run_in_the_sandbox(wh):
 @pytest.fixture
 def http_server(wh):
     proc = subprocess.Popen([sys.executable, "-m", "autoforge.cli", "mcp", "--env", "mock_shop", "--task", "task_buy",
-                             "--warehouse", wh, "--http", "127.0.0.1:0"], cwd=str(ROOT), env=_env(),
+                             "--warehouse", wh, "--http", "127.0.0.1:0", "--max-sessions", "2"], cwd=str(ROOT), env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline, line = time.monotonic() + 60, ""
@@ -196,13 +196,26 @@ def test_http_sessions_start_from_the_task_and_never_see_each_others_writes(http
     assert seen["a_O0001"]["delivery_date"] == STATE["orders"]["O0001"]["delivery_date"]  # B's write is B's
     assert seen["a_O0002_reset"]["status"] == "pending"
 
+    async def at_most_two():  # --max-sessions 2: a third session at once is refused; the first two go on
+        async with Client(url, read_timeout_seconds=60) as one, Client(url, read_timeout_seconds=60) as two:
+            with pytest.raises(BaseException) as refused:
+                async with Client(url, read_timeout_seconds=60) as three:
+                    await three.list_tools()
+            assert "Too many open sessions" in repr(refused.value)
+            assert not (await one.call_tool("get_order", {"order_id": "O0009"})).is_error
+            assert not (await two.call_tool("get_order", {"order_id": "O0009"})).is_error
+        async with Client(url, read_timeout_seconds=60) as again:  # room again once they ended
+            assert not (await again.call_tool("get_order", {"order_id": "O0009"})).is_error
+
+    anyio.run(at_most_two)
+
     async def modern():  # the 2026-07-28 protocol has no sessions: refused, saying what to do
         async with Client(url, mode="2026-07-28", read_timeout_seconds=60) as c:
             await c.call_tool("get_order", {"order_id": "O0002"})
 
     with pytest.raises(BaseException) as info:
         anyio.run(modern)
-    assert "initialize handshake" in repr(info.value.exceptions if hasattr(info.value, "exceptions") else info.value)
+    assert "initialize handshake" in repr(info.value)
 
 
 def test_each_session_has_its_own_environment_closed_when_it_ends(wh):

@@ -53,6 +53,8 @@ from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolSpec, canonic
 
 RESET_TOOL = "reset"  # the session's state back to its start; `reset_environment` if the environment has a `reset`
 SESSION_IDLE_S = 30 * 60  # an HTTP session with no request for this long is closed (the SDK's default; ours)
+MAX_SESSIONS = 64  # HTTP sessions at once (--max-sessions): each holds a sandbox worker; more get HTTP 503 (ours;
+# the SDK's default, 10,000, would be as many worker processes)
 MAX_TASK_IDS_SHOWN = 10  # task ids an unknown --task message lists
 _SESSION_KEY = "autoforge.session"  # where an HTTP session's environment lives in the SDK's Connection.state
 
@@ -424,17 +426,23 @@ def serve_stdio(served: ServedEnvironment, *, timeout_s: float | None = None, me
         served_by.close()
 
 
-def serve_http(served: ServedEnvironment, host: str, port: int, *, timeout_s: float | None = None,
-               memory_mb: int | None = None, ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``served`` over streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted.
-    ``ready(url)`` is called once the socket listens (port 0: the port picked)."""
+def serve_http(served: ServedEnvironment, host: str, port: int, *, max_sessions: int = MAX_SESSIONS,
+               timeout_s: float | None = None, memory_mb: int | None = None,
+               ready: Callable[[str], None] | None = None) -> None:
+    """Serve ``served`` over streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted, at most
+    ``max_sessions`` sessions at once. ``ready(url)`` is called once the socket listens (port 0: the
+    port picked)."""
+    from autoforge.settings import check_param
+
+    check_param("max_sessions", max_sessions)
     import anyio
     import uvicorn
 
     served_by = EnvironmentServer(served, transport="http", timeout_s=timeout_s, memory_mb=memory_mb)
     # JSON responses, not an SSE stream per POST: nothing here streams, and the SDK client opened a new TCP
     # connection for each SSE response (~30 ms a call here, against ~6-10 ms)
-    app = served_by.server.streamable_http_app(host=host, session_idle_timeout=SESSION_IDLE_S, json_response=True)
+    app = served_by.server.streamable_http_app(host=host, session_idle_timeout=SESSION_IDLE_S, json_response=True,
+                                               max_sessions=max_sessions)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
