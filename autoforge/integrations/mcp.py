@@ -26,7 +26,8 @@ What a session is, per transport:
 
 - stdio: the process serves one client, so the process is the session (either protocol era);
 - streamable HTTP: one session per ``initialize`` handshake (``Mcp-Session-Id``), ended by the
-  client's DELETE or after ``SESSION_IDLE_S`` without a request. The 2026-07-28 protocol has
+  client's DELETE or after ``SESSION_IDLE_S`` without a request; at most ``max_sessions`` at once
+  (``--max-sessions``, :data:`MAX_SESSIONS`); responses are JSON, not SSE. The 2026-07-28 protocol has
   no sessions (every request stands alone), so this server advertises the handshake versions
   only in ``server/discover`` (an SDK client in ``mode="auto"`` falls back to the handshake)
   and refuses other 2026-07-28 requests with a message saying so.
