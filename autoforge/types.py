@@ -33,9 +33,50 @@ def content_id(prefix: str, *parts: Any) -> str:
     return f"{prefix}_{content_hash(list(parts))}"
 
 
+_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+_HASH_MOD = 1 << 512
+STATE_HASH_PREFIX = "h2:"  # version 2; a legacy (version 1) hash is 64 hex digits with no prefix
+
+
+def _piece_digest(piece: Any) -> int:
+    return int.from_bytes(hashlib.blake2b(_CANON(piece).encode(), digest_size=64).digest(), "big")
+
+
 def state_hash(state: dict) -> str:
-    """Hash of an environment state (canonical JSON). Reward compares these."""
+    """Hash of an environment state, version 2 (``h2:`` + 64 hex digits). Reward and verification compare these.
+
+    The sum modulo 2**512 of one 512-bit blake2b digest per piece, each taken over canonical JSON
+    (:func:`canonical_json`): a dict-valued entry ``name`` gives ``["d", {name: null}]`` and one
+    ``["r", {name: {key: record}}]`` per record; any other entry ``["v", {name: value}]``; the hash
+    is ``h2:`` + sha256 of that sum (64 bytes, big-endian). Equal states give equal hashes (the sum
+    does not depend on order), and the sandbox worker keeps the same sum up to date record by
+    record as calls change the state (:mod:`autoforge.envs._worker`), so an episode's hash costs
+    what the episode changed, not the size of the state. Hashes stored before version 2 are
+    compared with :func:`legacy_state_hash` (:func:`state_hash_like`)."""
+    total = 0
+    for name, value in state.items():
+        if isinstance(value, dict):
+            total += _piece_digest(["d", {name: None}])
+            for key, record in value.items():
+                total += _piece_digest(["r", {name: {key: record}}])
+        else:
+            total += _piece_digest(["v", {name: value}])
+    return STATE_HASH_PREFIX + hashlib.sha256((total % _HASH_MOD).to_bytes(64, "big")).hexdigest()
+
+
+def legacy_state_hash(state: dict) -> str:
+    """Version 1 of :func:`state_hash`: sha256 of the canonical JSON of the whole state (64 hex
+    digits). Tasks stored before version 2 carry it as ``gold_state_hash``."""
     return hashlib.sha256(canonical_json(state).encode()).hexdigest()
+
+
+def state_hash_like(state: dict, reference: str | None) -> str:
+    """``state``'s hash in the version of ``reference`` (a stored hash): legacy when ``reference``
+    is a version-1 hash, else version 2. Comparing a state with a stored S* goes through this, so
+    warehouses written before version 2 keep verifying and scoring."""
+    if reference and not reference.startswith(STATE_HASH_PREFIX):
+        return legacy_state_hash(state)
+    return state_hash(state)
 
 
 def utcnow() -> datetime:

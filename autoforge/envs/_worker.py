@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import itertools
 import json
 import marshal
 import math
@@ -301,10 +302,526 @@ def encode(value: Any, where: str, *, output: bool = False) -> bytes:
     return data
 
 
-def canonical_hash(state: Any) -> str:
-    """Same bytes as :func:`autoforge.types.state_hash`, but a non-JSON value is an error."""
-    text = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+# --------------------------------------------------------------------------- the state hash (version 2)
+#
+# ``h2:`` + sha256 of the sum, modulo 2**512, of one 512-bit blake2b digest per piece of the
+# state: a dict-valued entry (collection) ``name`` contributes ``["d", {name: null}]`` and one
+# ``["r", {name: {key: record}}]`` per record, any other entry ``["v", {name: value}]``, each as
+# canonical JSON (sorted keys, no whitespace: :func:`autoforge.types.canonical_json`). A sum
+# does not depend on order, so equal states have equal hashes whatever their edit history, and
+# a call that changes k records updates it with 2k digests. :func:`autoforge.types.state_hash`
+# computes the same from a plain dict (tests/test_episode_state.py checks they agree).
+
+_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+HASH_MOD = 1 << 512
+
+
+def _digest(piece: Any) -> int:
+    return int.from_bytes(hashlib.blake2b(_CANON(piece).encode(), digest_size=64).digest(), "big")
+
+
+def record_digest(name: str, key: str, record: Any) -> int:
+    return _digest(["r", {name: {key: record}}])
+
+
+def collection_digest(name: str) -> int:
+    return _digest(["d", {name: None}])
+
+
+def value_digest(name: str, value: Any) -> int:
+    return _digest(["v", {name: value}])
+
+
+def hash_text(total: int) -> str:
+    return "h2:" + hashlib.sha256((total % HASH_MOD).to_bytes(64, "big")).hexdigest()
+
+
+# --------------------------------------------------------------------------- the committed state
+#
+# The state a task starts from is sent once and stays RESIDENT (a few, least recently used
+# first out, keyed by the parent's hash of its JSON): per dict-valued entry the JSON bytes of
+# each record, its digest and the entry's share of the hash. An episode shares those (copy on
+# write) and the tools see, per collection, a :class:`_Records` dict whose values are decoded
+# from the committed bytes only when read. After a call only the records it read or wrote are
+# encoded again and compared; a reset puts back only the collections the episode changed.
+
+RESIDENT_STATES = 8  # initial states kept per worker
+RESIDENT_BYTES = 64 * 1024 * 1024  # ... and at most this much JSON of them (the current one always stays)
+
+
+class _Absent:
+    """The value of a record nobody has read yet in this call (read it with ``records[key]``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<record not read>"
+
+
+_ABSENT = _Absent()
+_MISSING = object()
+
+
+def _version_reader() -> Any:
+    """A reader of CPython's dict version tag (PEP 509: it changes on every change to a dict), or
+    None where it is missing or does not behave so (then every call checks a collection whole).
+
+    Read with ctypes at the field's offset; used only on our own dicts, never by tool code. A
+    self-test here checks a write, a removal and a write past a subclass's methods change it and
+    a read does not."""
+    if sys.implementation.name != "cpython" or not (3, 10) <= sys.version_info[:2] <= (3, 13):
+        return None
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return None
+    try:
+        import ctypes
+
+        offset = object.__basicsize__ + ctypes.sizeof(ctypes.c_ssize_t)
+        field = ctypes.c_uint64.from_address
+
+        def version(d: dict) -> int:
+            return field(id(d) + offset).value
+
+        class _Probe(dict):
+            __slots__ = ("x",)
+
+        for d in ({}, _Probe(a=1)):
+            seen = [version(d)]
+            d["k"] = 1
+            seen.append(version(d))
+            _ = d["k"], d.get("k"), len(d), list(dict.values(d))
+            seen.append(version(d))
+            dict.update(d, {"k": 2})
+            seen.append(version(d))
+            dict.pop(d, "k")
+            seen.append(version(d))
+            if not (seen[0] != seen[1] == seen[2] != seen[3] != seen[4]):
+                return None
+        return version
+    except Exception:  # noqa: BLE001 - no ctypes, another layout: check collections whole
+        return None
+
+
+_VERSION = _version_reader()
+
+
+class _Records(dict):
+    """A collection as the tools see it: a dict whose records are decoded on first access.
+
+    Every method that hands out or replaces a record notes its key (``seen``); those that hand out
+    all of them decode all (``scan``). ``dict(records)``, ``{**records}``, ``records.copy()``,
+    ``copy.copy`` and ``json.dumps`` go through them too (``__iter__`` is overridden, which sends
+    CPython's dict merge through ``keys()`` and ``[]``). A call that reaches the dict's storage
+    some other way (``dict.get(records, k)``) sees placeholders, not records; what it writes there
+    is still found (:meth:`_Col.examine` checks the whole key set and every value's kind)."""
+
+    __slots__ = ("col", "seen", "scan", "edit", "tag", "past")
+
+    def _mark(self) -> None:
+        """Before we change the storage: was it changed since we last did (``past``: by a tool
+        reaching it past our methods)?"""
+        if _VERSION is not None and _VERSION(self) != self.tag:
+            self.past = True
+
+    def _marked(self) -> None:
+        if _VERSION is not None:
+            self.tag = _VERSION(self)
+
+    def _fill(self, key: Any) -> Any:
+        value = loads(self.col.vals[key])
+        self._mark()
+        dict.__setitem__(self, key, value)
+        self._marked()
+        self.seen.add(key)
+        return value
+
+    def _all(self) -> None:
+        if self.scan:
+            return
+        self.scan = True
+        missing = [k for k, v in dict.items(self) if v is _ABSENT]
+        if missing:
+            fresh = loads(self.col.blob()) if len(missing) > 8 else None
+            self._mark()
+            for k in missing:
+                dict.__setitem__(self, k, fresh[k] if fresh is not None else loads(self.col.vals[k]))
+            self._marked()
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        return self._fill(key) if value is _ABSENT else value
+
+    def get(self, key, default=None):
+        value = dict.get(self, key, _MISSING)
+        if value is _MISSING:
+            return default
+        return self._fill(key) if value is _ABSENT else value
+
+    def setdefault(self, key, default=None):
+        if dict.__contains__(self, key):
+            return self[key]
+        self[key] = default
+        return default
+
+    def __setitem__(self, key, value):
+        self.seen.add(key)
+        self._mark()
+        dict.__setitem__(self, key, value)
+        self._marked()
+
+    def __delitem__(self, key):
+        self._mark()
+        dict.__delitem__(self, key)
+        self._marked()
+        self.seen.add(key)
+        self.edit = True
+
+    def pop(self, key, *default):
+        if dict.__contains__(self, key):
+            value = self[key]
+            del self[key]
+            return value
+        if default:
+            return default[0]
+        raise KeyError(key)
+
+    def popitem(self):
+        if not dict.__len__(self):
+            raise KeyError("popitem(): dictionary is empty")
+        key = next(reversed(dict.keys(self)))
+        return key, self.pop(key)
+
+    def update(self, *args, **kwargs):
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self):
+        self.seen.update(dict.keys(self))
+        self.edit = True
+        self._mark()
+        dict.clear(self)
+        self._marked()
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __or__(self, other):
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other):
+        out = dict(other)
+        out.update(self.items())
+        return out
+
+    def values(self):
+        self._all()
+        return dict.values(self)
+
+    def items(self):
+        self._all()
+        return dict.items(self)
+
+    def copy(self):
+        self._all()
+        return dict(dict.items(self))
+
+    def __iter__(self):
+        return dict.__iter__(self)
+
+    def __eq__(self, other):
+        self._all()
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other):
+        self._all()
+        return dict.__ne__(self, other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        self._all()
+        return dict.__repr__(self)
+
+    def __reduce_ex__(self, protocol):
+        return dict, (self.copy(),)
+
+    @classmethod
+    def fromkeys(cls, keys, value=None):
+        return dict.fromkeys(keys, value)
+
+
+def _materialize(value: Any) -> bool:
+    """Decode every placeholder in the collections ``value`` holds (a tool put a collection, or
+    something holding one, into the state or its output); True when there was one."""
+    stack, found, visited = [value], False, set()
+    while stack:
+        v = stack.pop()
+        if not isinstance(v, (dict, list, tuple)) or id(v) in visited:
+            continue
+        visited.add(id(v))  # a value that contains itself is walked once
+        if isinstance(v, _Records):
+            v._all()
+            found = True
+        stack.extend(dict.values(v) if isinstance(v, dict) else v)
+    return found
+
+
+def _strict_bytes(value: Any, depth: int) -> bytes | None:
+    """``value``'s strict JSON (see :func:`encode`; None when it is not JSON), nested ``depth``
+    levels below the top of the state, so the depth limit is the state's."""
+    for attempt in (0, 1):
+        try:
+            data = orjson.dumps([[value]] if depth == 2 else [value], option=_STRICT)[depth:-depth]
+            break
+        except TypeError:
+            if attempt or not _materialize(value):
+                return None
+    if b"null" in data and not _finite(value):
+        return None
+    if _int_too_big(data, value, False):
+        return None
+    return data
+
+
+def _record_bytes(value: Any) -> bytes | None:
+    return _strict_bytes(value, 2)
+
+
+def _value_bytes(value: Any) -> bytes | None:
+    return _strict_bytes(value, 1)
+
+
+def _key_ok(key: Any) -> bool:
+    return type(key) is str and _try_encode(key, False) is not None
+
+
+class _Col:
+    """A dict-valued entry of the committed state: ``vals`` (record key -> JSON bytes, in the
+    state's order; ``own``: this episode's copy, else the resident state's), ``kps`` / ``digs``
+    (key -> its JSON and a colon / its digest, the resident state's) with this episode's
+    additions and changes in ``kpx`` / ``dd`` (None: removed), ``term`` (its share of the hash
+    sum) and ``live`` (what the tools see)."""
+
+    __slots__ = ("name", "vals", "kps", "kpx", "digs", "dd", "term", "_blob", "own", "live", "moved")
+
+    @classmethod
+    def build(cls, name: str, value: dict, data: bytes | None = None) -> "_Col":
+        col = cls()
+        col.name, col.own, col.live = name, True, None
+        col.vals = {k: orjson.dumps(v) for k, v in value.items()}
+        col.kps = {k: orjson.dumps(k) + b":" for k in value}
+        col.digs = {k: record_digest(name, k, v) for k, v in value.items()}
+        col.kpx, col.dd, col.moved = {}, {}, False
+        col.term = collection_digest(name) + sum(col.digs.values())
+        col._blob = data
+        return col
+
+    def fork(self) -> "_Col":
+        """A live copy that shares the committed dicts until it changes them."""
+        col = _Col()
+        col.name, col.vals, col.kps, col.digs, col.term, col._blob = (
+            self.name, self.vals, self.kps, self.digs, self.term, self._blob)
+        col.own, col.live, col.kpx, col.dd, col.moved = False, None, {}, {}, False
+        col.refill()
+        return col
+
+    def revert(self, base: "_Col") -> bool:
+        """Back to ``base`` (the resident entry this one was forked from) by putting back only the
+        records the episode changed; False when records were removed or moved (fork again)."""
+        if self.moved or self.live is None:
+            return False
+        live, bvals = self.live, base.vals
+        for k in self.dd:
+            if k in bvals:
+                dict.__setitem__(live, k, _ABSENT)
+            else:
+                dict.pop(live, k, None)
+        self.vals, self.own, self.kpx, self.dd, self.term, self._blob = bvals, False, {}, {}, base.term, base._blob
+        live.seen, live.scan, live.edit, live.past = set(), False, False, False
+        live._marked()
+        return True
+
+    def blob(self) -> bytes:
+        if self._blob is None:
+            kp, kpx = self.kps.get, self.kpx
+            self._blob = b"{" + b",".join([(kp(k) or kpx[k]) + v for k, v in self.vals.items()]) + b"}"
+        return self._blob
+
+    def refill(self, keys: Any = None) -> None:
+        """Make ``live`` the committed records again (all, or only ``keys`` when the key set and
+        order did not change)."""
+        live = self.live
+        if live is None:
+            live = self.live = _Records()
+            live.col = self
+        elif keys is not None:  # the records a call read, wrote or added (none removed)
+            vals = self.vals
+            for k in keys:
+                if k in vals:
+                    dict.__setitem__(live, k, _ABSENT)
+                else:
+                    dict.pop(live, k, None)
+            live.seen, live.scan, live.edit, live.past = set(), False, False, False
+            live._marked()
+            return
+        else:
+            dict.clear(live)
+        dict.update(live, dict.fromkeys(self.vals, _ABSENT))
+        live.seen, live.scan, live.edit, live.past = set(), False, False, False
+        live._marked()
+
+    def examine(self) -> tuple[list, bool] | str:
+        """What the last call changed: ``(changes, structural)``, ``changes`` a list of ``(key,
+        JSON bytes, or None when removed)`` and ``structural`` whether keys were added, removed or
+        moved; or a message when a record is not JSON. Looks at the records the call read or wrote
+        (all of them after a scan); the key set, the key order and which values are still
+        placeholders are checked as a whole (C-speed), so a write that bypassed our methods is
+        found too and then every record that is not a placeholder is looked at."""
+        live, vals = self.live, self.vals
+        seen = live.seen
+        keys: Any = None
+        structural = live.edit
+        if live.scan:
+            try:
+                whole = orjson.dumps(live, option=_STRICT)
+            except TypeError:
+                whole = None
+            if whole is not None and whole == self.blob():
+                if b"null" in whole and not _finite(list(dict.values(live))):
+                    return f"state[{_show(self.name)}] holds NaN or infinity, which are not JSON: use None"
+                return [], False
+        elif _VERSION is not None and not live.past and _VERSION(live) == live.tag:
+            # nothing reached the storage past our methods: the seen records are all that changed
+            if not seen:
+                return [], False
+            keys = seen  # structural: a record was removed (added ones come last, in order)
+        else:
+            n = dict.__len__(live)
+            absent = list(dict.values(live)).count(_ABSENT)
+            real = added = 0
+            for k in seen:
+                v = dict.get(live, k, _MISSING)
+                if v is _MISSING:
+                    structural = structural or k in vals
+                    continue
+                if k not in vals:
+                    added += 1
+                if v is not _ABSENT:
+                    real += 1
+            if n - absent == real:  # every value we did not hand out is still a placeholder
+                if structural:  # a record removed (or put back): the key set may have any order
+                    if (dict.keys(live) ^ vals.keys()) <= seen:
+                        keys = seen
+                elif n == len(vals) + added and list(itertools.islice(dict.keys(live), len(vals))) == list(vals):
+                    keys = seen  # the committed keys in their order, then the added ones
+            if keys is not None and not keys:
+                return [], False
+        if keys is None:  # everything that is not a placeholder, and the key set
+            structural = True
+            keys = [k for k, v in dict.items(live) if v is not _ABSENT]
+            keys += list(vals.keys() - dict.keys(live))
+            keys += [k for k in dict.keys(live) - vals.keys() if dict.get(live, k) is _ABSENT]
+        changes = []
+        for k in keys:
+            value = dict.get(live, k, _MISSING)
+            if value is _MISSING:
+                if k in vals:
+                    changes.append((k, None))
+                continue
+            if value is _ABSENT:
+                if k in vals:
+                    continue
+                return f"state[{_show(self.name)}][{_show(k)}] is a placeholder, not a record"
+            data = _record_bytes(value)
+            if data is None:
+                return describe_problem(value, f"state[{_show(self.name)}][{_show(k)}]")
+            if k not in vals and not _key_ok(k):
+                return describe_problem({k: None}, f"state[{_show(self.name)}]")
+            if vals.get(k) != data:
+                changes.append((k, data))
+        if structural and not changes and list(dict.keys(live)) == list(vals):
+            structural = False
+        return changes, structural
+
+    def apply(self, changes: list, reorder: bool) -> int:
+        """Commit ``changes``; returns the change of ``term``."""
+        if not self.own:  # copy on write: the resident state's records stay as they were
+            self.vals, self.own = dict(self.vals), True
+        vals, kps, kpx, digs, dd, name = self.vals, self.kps, self.kpx, self.digs, self.dd, self.name
+        delta = 0
+        if not reorder and len(changes) > 1:  # records added: in the order the tool added them
+            tail = {k: i for i, k in enumerate(itertools.islice(dict.keys(self.live), len(vals), None))}
+            changes = sorted(changes, key=lambda c: tail.get(c[0], -1))
+        for k, data in changes:
+            old = dd[k] if k in dd else digs.get(k)
+            if old is not None:
+                delta -= old
+            if data is None:
+                del vals[k]
+                dd[k] = None
+            else:
+                vals[k] = data
+                if k not in kps and k not in kpx:
+                    kpx[k] = orjson.dumps(k) + b":"
+                new = dd[k] = record_digest(name, k, loads(data))
+                delta += new
+        if reorder:
+            order = list(dict.keys(self.live))
+            if order != list(vals):
+                self.vals = {k: vals[k] for k in order}
+            self.moved = True
+        self.term += delta
+        self._blob = None
+        return delta
+
+
+class _Val:
+    """A top-level entry that is not a dict: one JSON value, decoded afresh after every call."""
+
+    __slots__ = ("name", "data", "term", "live")
+
+    @classmethod
+    def build(cls, name: str, value: Any, data: bytes) -> "_Val":
+        v = cls()
+        v.name, v.data, v.term, v.live = name, data, value_digest(name, value), loads(data)
+        return v
+
+    def fork(self) -> "_Val":
+        v = _Val()
+        v.name, v.data, v.term, v.live = self.name, self.data, self.term, loads(self.data)
+        return v
+
+
+class _Resident:
+    """An initial state kept in the worker: its entries (in order) and its hash sum."""
+
+    __slots__ = ("entries", "total", "size")
+
+    def __init__(self, state: dict, size: int):
+        self.entries = {}
+        for name, value in state.items():
+            if type(value) is dict:
+                self.entries[name] = _Col.build(name, value)
+            else:
+                self.entries[name] = _Val.build(name, value, orjson.dumps(value))
+        self.total = sum(e.term for e in self.entries.values())
+        self.size = size
+
+
+def state_bytes(state: Any) -> bytes | None:
+    """The JSON of a state the parent is about to reset to, or None when it may not be JSON (then
+    :func:`encode` says why). Equal bytes mean an equal state: NaN, which orjson writes as null,
+    is looked for wherever a null is."""
+    try:
+        data = orjson.dumps(state, option=_STRICT)
+    except TypeError:
+        return None
+    if b"null" in data and not _finite(state):
+        return None
+    return data
 
 
 def _text(message: str) -> str:
@@ -361,63 +878,111 @@ class Worker:
         self.compiled: dict[tuple[str, str], Any] = {}
         self.binders: dict[str, sandbox.ArgBinder] = {}
         self.load_errors: dict[str, str | None] = {}
-        self.state: dict = {}  # the live state the tools mutate
-        self.parts: dict[str, bytes] = {}  # the committed state: each top-level entry as JSON bytes
-        self.null_parts: set[str] = set()  # the committed entries whose JSON holds a null
-        self._snap: bytes | None = b"{}"  # the committed state as one JSON document (built on demand)
+        self.resident: dict[str, _Resident] = {}  # key -> initial state, least recently used first
+        self.base: _Resident | None = None  # the resident state the episode started from
+        self.entries: dict[str, _Col | _Val] = {}  # the committed state, entry by entry, in order
+        self.state: dict = {}  # what the tools get: entry name -> its live value (_Records for a dict)
+        self.total = 0  # the hash sum of the committed state
+        self.changed: set[str] = set()  # entries that differ from the base state
         self.cpu_soft = resource.getrlimit(resource.RLIMIT_CPU)[0]
 
     # ------------------------------------------------------------------ the committed state
     @property
     def snap(self) -> bytes:
-        """The committed state as JSON: what ``get_state`` sends and the hash is computed from."""
-        if self._snap is None:
-            self._snap = b"{" + b",".join(dumps(k) + b":" + v for k, v in self.parts.items()) + b"}"
-        return self._snap
+        """The committed state as JSON: what ``get_state`` sends."""
+        return b"{" + b",".join(dumps(n) + b":" + (e.blob() if type(e) is _Col else e.data)
+                                for n, e in self.entries.items()) + b"}"
 
-    def _set_committed(self, parts: dict[str, bytes], nulls: set[str], snap: bytes | None = None) -> None:
-        self.parts, self.null_parts, self._snap = parts, nulls, snap
+    def _use(self, entries: dict) -> None:
+        self.entries = entries
+        self.state = {n: e.live for n, e in entries.items()}
 
-    def _check(self, state: dict) -> tuple[dict[str, bytes] | None, list[str], set[str]]:
-        """``(parts, changed, nulls)`` for the live ``state``: each top-level entry (collection) as
-        strict JSON (see :func:`encode`; None when one is not JSON), the entries that differ from
-        the committed ones, and the entries whose JSON holds a null. Per entry, so a call that
-        writes one collection rebuilds only that one; NaN and infinity (which orjson writes as
-        null, even over a null) are looked for only in entries that hold a null."""
-        committed = self.parts
-        if orjson is None:  # pragma: no cover
-            parts = {k: _try_encode(v, False) for k, v in state.items()}
-            if any(v is None for v in parts.values()) or any(type(k) is not str for k in parts):
-                return None, [], set()
-            return parts, [k for k, v in parts.items() if committed.get(k) != v], set()
-        dump, option = orjson.dumps, _STRICT
-        try:
-            parts = {k: dump(v, option=option) for k, v in state.items()}
-        except TypeError:  # a type, key, integer, surrogate or depth orjson refuses
-            return None, [], set()
-        if parts == committed:  # the usual case (a read): only a NaN written over a null is left to find
-            if self.null_parts and not _finite([state[k] for k in self.null_parts]):
-                return None, [], set()
-            return parts, [], self.null_parts
-        changed = [k for k, v in parts.items() if committed.get(k) != v]
-        if changed and any(type(k) is not str or (k not in committed and _try_encode(k, False) is None)
-                           for k in changed):
-            return None, [], set()  # a top-level key that is not a string, or not valid Unicode
-        if any(_int_too_big(parts[k], state[k], False) for k in changed):
-            return None, [], set()
-        nulls = {k for k in changed if b"null" in parts[k]}
-        nulls.update(k for k in self.null_parts if k in parts and k not in nulls and committed[k] == parts[k])
-        if nulls and not _finite([state[k] for k in nulls]):
-            return None, [], set()
-        if len(parts) != len(committed):
-            changed.append("")  # an entry was removed
-        return parts, changed, nulls
+    def _settle(self, keep: bool) -> tuple[bool, str | None]:
+        """After a call: find what it changed, then commit that (``keep`` and all of it JSON) or put
+        the committed state back. Returns (it changed something, why the state is not JSON)."""
+        state, entries = self.state, self.entries
+        top_same = len(state) == len(entries) and all(state.get(n, _MISSING) is e.live for n, e in entries.items()) \
+            and list(state) == list(entries)
+        found: dict[str, Any] = {}  # name -> (changes, reorder) | ("val", bytes) ; only what changed
+        problem = None
+        new_entries = None if top_same else {}  # not the same entries: one was added, removed, replaced or moved
+        for n, v in state.items():
+            e = entries.get(n)
+            if e is not None and v is e.live:
+                got = self._examine(e)
+                if isinstance(got, str):
+                    problem = got
+                    break
+                if got is not None:
+                    found[n] = got
+                if new_entries is not None:
+                    new_entries[n] = e
+                continue
+            if e is None and not _key_ok(n):
+                problem = describe_problem({n: None}, "state")
+                break
+            built = self._build(n, v)
+            if isinstance(built, str):
+                problem = built
+                break
+            new_entries[n] = built
+        changed = bool(found) or new_entries is not None or problem is not None
+        if keep and problem is None:
+            for n, got in found.items():
+                e = entries[n]
+                if type(e) is _Col:
+                    e.apply(*got)
+                else:
+                    e.data, e.term = got[1], value_digest(n, loads(got[1]))
+                self.changed.add(n)
+            if new_entries is not None:
+                for n, e in new_entries.items():
+                    if entries.get(n) is not e:
+                        self.changed.add(n)
+                self.changed.update(n for n in entries if n not in new_entries)
+                self.changed.add("")  # the entries themselves changed: a reset rebuilds all
+                entries = new_entries
+            if found or new_entries is not None:
+                self.total = sum(e.term for e in entries.values())
+        for e in entries.values():  # live values are the committed ones again, decoded afresh when read
+            if type(e) is _Col:
+                live = e.live
+                if (live.scan or live.edit or not keep or problem is not None or new_entries is not None
+                        or (e.name in found and found[e.name][1])):
+                    e.refill()
+                elif live.seen:
+                    e.refill(live.seen)
+            else:
+                e.live = loads(e.data)
+        self._use(entries)
+        return changed, problem
+
+    def _examine(self, e: "_Col | _Val") -> Any:
+        if type(e) is _Col:
+            got = e.examine()
+            if isinstance(got, str) or got[0] or got[1]:
+                return got
+            return None
+        data = _value_bytes(e.live)
+        if data is None:
+            return describe_problem(e.live, f"state[{_show(e.name)}]")
+        return ("val", data) if data != e.data else None
+
+    def _build(self, name: str, value: Any) -> "_Col | _Val | str":
+        """A new top-level entry from what a tool put there (a plain value afterwards)."""
+        data = _value_bytes(value)
+        if data is None:
+            return describe_problem(value, f"state[{_show(name)}]")
+        plain = loads(data)
+        if isinstance(value, dict):
+            return _Col.build(name, plain).fork()
+        return _Val.build(name, plain, data)
 
     # ------------------------------------------------------------------ requests
     def load(self, sources: dict[str, Any]) -> list:
         self.codes, self.binders, self.load_errors = {}, {}, {}
-        self.state = {}
-        self._set_committed({}, set(), b"{}")
+        self.base, self.changed, self.total = None, set(), 0
+        self._use({})
         for name, entry in sources.items():
             try:
                 source, fname, arg_map = (entry, name, {}) if isinstance(entry, str) else entry
@@ -440,15 +1005,30 @@ class Worker:
             self.binders[name] = sandbox.ArgBinder(fn, arg_map)
         return ["ok", self.load_errors]
 
-    def reset(self, state: Any) -> list:
-        if type(state) is not dict:
-            return ["error", f"the state must be a JSON object, not {type(state).__name__}"]
-        self._set_committed({}, set())
-        parts, _, nulls = self._check(state)  # decoded from the parent's JSON: cannot fail
-        if parts is None:
-            return ["error", f"the state is not JSON: {describe_problem(state, 'state')}"]
-        self.state = state
-        self._set_committed(parts, nulls)
+    def reset(self, key: Any, state: Any = _MISSING, size: int = 0) -> list:
+        """Start from the resident state ``key``; ``state`` (its JSON decoded) when it is not resident."""
+        res = self.resident.pop(key, None) if type(key) is str else None
+        if res is None:
+            if state is _MISSING:
+                return ["missing", key]
+            if type(state) is not dict:
+                return ["error", f"the state must be a JSON object, not {type(state).__name__}"]
+            res = _Resident(state, size)
+        self.resident[key] = res  # most recently used last
+        while len(self.resident) > 1 and (len(self.resident) > RESIDENT_STATES or
+                                          sum(r.size for r in self.resident.values()) > RESIDENT_BYTES):
+            del self.resident[next(iter(self.resident))]
+        if res is self.base and "" not in self.changed:
+            if self.changed:  # put back only the records the episode changed
+                entries = self.entries
+                for n in self.changed:
+                    e, base = entries[n], res.entries[n]
+                    if type(e) is not _Col or not e.revert(base):
+                        entries[n] = base.fork()
+                self._use(entries)
+        else:
+            self._use({n: e.fork() for n, e in res.entries.items()})
+        self.base, self.total, self.changed = res, res.total, set()
         return ["ok", self.load_errors]
 
     def call(self, name: str, args: dict) -> bytes | list:
@@ -470,6 +1050,7 @@ class Worker:
             raise
         except BaseException as e:  # noqa: BLE001 - a raising tool is a bug, reported as 'crashed'
             return self._undo("crashed", None, _describe(e))
+        del fn, state
         try:
             out_bytes = encode(out, "output", output=True)
         except NotJSON as e:
@@ -478,20 +1059,12 @@ class Worker:
             return self._undo("crashed", None, f"the output is {len(out_bytes)} bytes; the limit is {MAX_FRAME}")
         if isinstance(out, dict) and "error" in out:  # an OrderedDict(error=...) reads as error(...) too
             return self._undo("tool_error", out_bytes, _text(str(out["error"])))
-        parts, changed, nulls = self._check(state)
-        if parts is None:
-            return self._undo("crashed", None, "the tool left a non-JSON value in the state: "
-                                               f"{describe_problem(state, 'state')} (the call was undone)")
-        if changed:
-            self._set_committed(parts, nulls)
-        self._rebuild()
+        del out
+        _, problem = self._settle(keep=True)
+        if problem is not None:
+            return b"".join((b'["crashed",null,', dumps(_text("the tool left a non-JSON value in the state: "
+                                                                f"{problem} (the call was undone)")), b",true]"))
         return b'["ok",' + out_bytes + b",null,false]"
-
-    def _rebuild(self) -> None:
-        """The live state becomes a fresh decode of the committed JSON, in its key order, after
-        every call: a Counter or defaultdict put in place of a dict, a tuple for a list, or two
-        entries made one object encode to the same bytes, and must not outlive the call."""
-        self.state = {k: loads(v) for k, v in self.parts.items()}
 
     def _undo(self, kind: str, out_bytes: bytes | None, error: str) -> bytes:
         """A failed call's reply, after putting the committed state back."""
@@ -501,9 +1074,7 @@ class Worker:
 
     def restore(self) -> bool:
         """Make the live state the committed one again; True when the failed call had changed it."""
-        parts, changed, _ = self._check(self.state)
-        self._rebuild()
-        return parts is None or bool(changed)
+        return self._settle(keep=False)[0]
 
     def _arm_cpu(self) -> None:
         """Keep at least cpu_s + 1 CPU seconds of headroom below RLIMIT_CPU's soft limit."""
@@ -568,13 +1139,13 @@ def serve(rfd: int, wfd: int, worker: Worker) -> None:
             if op == "call":
                 reply = worker.call(msg[1], msg[2])
             elif op == "reset":
-                reply = worker.reset(msg[1])
+                reply = worker.reset(*msg[1:3], size=len(body))
             elif op == "load":
                 reply = worker.load(msg[1])
             elif op == "state":
                 reply = b'["ok",' + worker.snap + b"]"
             elif op == "hash":
-                reply = ["ok", canonical_hash(loads(worker.snap))]
+                reply = ["ok", hash_text(worker.total)]
             else:
                 reply = ["error", f"unknown request {op!r}"]
         except MemoryError:

@@ -68,6 +68,8 @@ class WorkerProcess:
         self.hash_seed = int(hash_seed)  # 0 for every worker that runs episodes: set order agrees across them
         self.role = "episode"  # or "check": runs determinism checks only (check_worker), never an episode
         self.checks = 0  # determinism checks run so far (role "check")
+        self.resident: set[str] = set()  # keys of the states sent to it (it may have dropped some since)
+        self.bytes_sent = 0  # request bytes written to it (tests count what a reset sends)
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         env = {"PYTHONHASHSEED": str(self.hash_seed), "PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -151,6 +153,7 @@ class WorkerProcess:
                 raise self._die("crashed", f"worker sent {hello!r} instead of its ready message")
             self._ready = True
         frame = HEADER.pack(len(payload)) + payload
+        self.bytes_sent += len(frame)
         try:
             view = memoryview(frame)
             while view:
