@@ -181,7 +181,8 @@ def run_episode(
         try:
             if reset_ok:  # after a failed reset the state is not the task's: cannot score
                 final_state = env.get_state()
-                final_hash = state_hash(final_state)
+                # the sandboxed Environment keeps the hash up to date as calls change records
+                final_hash = env.state_hash() if hasattr(env, "state_hash") else state_hash(final_state)
         except Exception as exc:  # noqa: BLE001 - an unreadable state: the episode cannot be scored
             final_state = None
             detail = (detail + "; " if detail else "") + f"final state unreadable: {_short_error(exc)}"

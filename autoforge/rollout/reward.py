@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoforge.types import Task, canonical_json, state_hash
+from autoforge.types import STATE_HASH_PREFIX, Task, canonical_json, state_hash, state_hash_like
 
 
 def state_match(final_hash: str | None, gold_hash: str | None) -> bool | None:
@@ -49,6 +49,11 @@ def unchanged_from_initial(final: dict[str, Any] | None, initial: dict[str, Any]
     return state_hash(final) == state_hash(initial)
 
 
+def _same_version(a: str, b: str | None) -> bool:
+    """Both hashes of one version of :func:`autoforge.types.state_hash` (or no gold hash to compare with)."""
+    return not b or a.startswith(STATE_HASH_PREFIX) == b.startswith(STATE_HASH_PREFIX)
+
+
 def outcome_reward(match: bool | None) -> float | None:
     """Eq. 1: 1.0 on an exact state match, 0.0 on a mismatch, None when it could not be scored."""
     if match is None:
@@ -71,8 +76,8 @@ def score(task: Task, final_state: dict[str, Any] | None, final_hash: str | None
     An answer task (``task.kind == "answer"``) is solved when the state is left as it was (S* == S)
     *and* the final ``message`` states the gold answer (component ``answer_match``,
     :func:`autoforge.tasks.answers.answer_match`): R = 1 iff both hold."""
-    if final_state is not None and final_hash is None:
-        final_hash = state_hash(final_state)
+    if final_state is not None and (final_hash is None or not _same_version(final_hash, task.gold_state_hash)):
+        final_hash = state_hash_like(final_state, task.gold_state_hash)  # a version-1 S* (older warehouses) as one
     match = state_match(final_hash, task.gold_state_hash)
     if task.kind == "answer":
         from autoforge.tasks.answers import answer_match

@@ -42,7 +42,7 @@ from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, open_env
 from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
-                             state_hash)
+                             state_hash_like)
 
 CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate",
           "writes_observable", "args_in_domain", "answer_not_given", "near_duplicate")
@@ -59,7 +59,7 @@ def check_replay(runtime: Any, task: Task, dag: TaskDag) -> tuple[str | None, Da
             runs.append(run_dag(runtime, dag, task.initial_state, dict(task.user_facts)))
         except DagExecutionError as exc:
             return f"replay {i + 1} failed: {exc}", None
-    h = [state_hash(r.final_state) for r in runs]
+    h = [state_hash_like(r.final_state, task.gold_state_hash) for r in runs]  # a version-1 S* is compared as one
     if h[0] != h[1]:
         return f"two replays disagree on S* ({h[0][:12]} vs {h[1][:12]}): a tool is not deterministic", None
     if h[0] != task.gold_state_hash:
@@ -133,14 +133,14 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     out = []
     reason, run = check_replay(runtime, task, dag)
     out.append(_result(task, "replay_deterministic", reason, run_id))
-    initial_hash = state_hash(task.initial_state)
+    initial_hash = state_hash_like(task.initial_state, task.gold_state_hash)
     out.append(_result(task, "changes_state", "S* equals S: the task changes nothing"
                        if initial_hash == task.gold_state_hash else None, run_id))
     runtime.reset(task.initial_state)
-    idle = state_hash(runtime.get_state())
+    idle = state_hash_like(runtime.get_state(), task.gold_state_hash)
     out.append(_result(task, "do_nothing_fails", "doing nothing already reaches S*" if idle == task.gold_state_hash else None, run_id))
     reads = [c for c in task.gold_calls if tools.get(c.name) is not None and tools[c.name].effect == "read"]
-    ro = state_hash(run_calls(runtime, task.initial_state, reads))
+    ro = state_hash_like(run_calls(runtime, task.initial_state, reads), task.gold_state_hash)
     out.append(_result(task, "read_only_fails", f"the {len(reads)} read calls alone reach S*" if ro == task.gold_state_hash else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
     out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape and state change"), run_id))
@@ -167,7 +167,7 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
             reason = f"the replay answers {again.value!r}, the task stores {task.gold_answer.value!r}"
     out.append(_result(task, "replay_deterministic", reason, run_id))
     gold = task.gold_answer
-    changed = state_hash(task.initial_state) != task.gold_state_hash
+    changed = state_hash_like(task.initial_state, task.gold_state_hash) != task.gold_state_hash
     out.append(_result(task, "changes_state", "an answer task must leave the state as it was" if changed else
                        ("the task has no gold answer" if gold is None else None), run_id))
     out.append(_result(task, "do_nothing_fails", "an empty final message matches the answer"
