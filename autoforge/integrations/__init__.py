@@ -1,5 +1,8 @@
-"""Use the corpus and the environments outside AutoForge (issue 17): Hugging Face datasets, verl's
-RL parquet, and the task rows both are built from (:mod:`autoforge.integrations.rows`).
+"""Use the corpus and the environments outside AutoForge (issue 17): Hugging Face datasets
+(:mod:`~autoforge.integrations.hf`), verl's RL parquet (:mod:`~autoforge.integrations.verl`), the
+task rows both are built from (:mod:`~autoforge.integrations.rows`), TRL's ``GRPOTrainer`` over
+the environments with ERPO's advantage (:mod:`~autoforge.integrations.trl`) and an MCP server of
+one environment (:mod:`~autoforge.integrations.mcp`).
 
 This package sits above :mod:`autoforge.pipeline` (it may import pipeline, rollout and the
 warehouse) and below ``cli.py``; nothing in the package below imports it.
