@@ -4,6 +4,14 @@ A thin recipe: :class:`autoforge.pipeline.FactoryParams` derives every stage's p
 same derivation ``autoforge.pipeline.run_factory`` uses, so both paths build the same run ids and
 rows); each stage runs as its own subflow. The batch id is a hash of the parameters, so
 re-running the same batch (after a crash, say) upserts the same rows and adds none.
+
+The task runner (``task_runner``: thread | process | dask, ``dask_address``) is chosen per run
+(flows/_common.py) and opened ONCE for the whole batch: every stage subflow submits to the same
+process pool or Dask cluster, so workers start (and import the package) once, not per stage. The
+default is ``process``: on the full bundled corpus the stage work in the flow process's threads ran
+~2x slower than the library path (the GIL shared with Prefect's threads, and every short sandbox
+round trip waiting for it again; Prefect's share of the wall time 42%), in worker processes it runs
+at library speed (figures: README "Running on Prefect", benchmarks/prefect_overhead.py).
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from autoforge.pipeline import FactoryParams, environment_yield, funnel_rows
+from flows._common import FACTORY_DEFAULT, choose_runner, shared_runner
 from flows.generate import generate_flow
 from flows.ingest import ingest_flow
 from flows.sample import sample_flow
@@ -37,6 +46,8 @@ def factory_flow(
     walks: int | None = None,
     attempts_per_task: int = 4,
     warehouse: str | None = None,
+    task_runner: str | None = None,
+    dask_address: str | None = None,
 ) -> dict:
     """Run every stage of the AutoForge pipeline on one batch of tool docs.
 
@@ -51,17 +62,24 @@ def factory_flow(
     walks: walks (and merges) per environment; None = max(40, 2 * tasks_per_env // 3).
     attempts_per_task: instantiation attempts per wanted task.
     warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
+    task_runner: thread | process | dask, one runner for every stage; None = AUTOFORGE_TASK_RUNNER, else process.
+    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a
+        local cluster of AUTOFORGE_STAGE_WORKERS worker processes started for this run.
     """
     params = FactoryParams(backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [],
                            bundled=bundled, max_envs=max_envs, start=start, min_len=min_len, max_len=max_len,
                            walks=walks, attempts_per_task=attempts_per_task, warehouse=warehouse)
     params.validate_for_run()
+    runner_kind, address = choose_runner(task_runner, dask_address, default=FACTORY_DEFAULT)
     batch_id = params.batch_id()
-    get_run_logger().info("factory batch %s", batch_id)
+    get_run_logger().info("factory batch %s on the %s task runner%s", batch_id, runner_kind,
+                          f" at {address}" if address else "")
     outputs = {}
-    for name, stage_params in params.stage_params().items():
-        fields = stage_params.model_dump(exclude={"env_ids"})  # the flows take a name selection, not ids
-        outputs[name] = SUBFLOWS[name](**fields, warehouse=warehouse, batch_id=batch_id)
+    with shared_runner(runner_kind, address):
+        for name, stage_params in params.stage_params().items():
+            fields = stage_params.model_dump(exclude={"env_ids"})  # the flows take a name selection, not ids
+            outputs[name] = SUBFLOWS[name](**fields, warehouse=warehouse, batch_id=batch_id, task_runner=runner_kind,
+                                           dask_address=address)
     rows = funnel_rows(warehouse)
     create_table_artifact(key="factory-funnel", table=rows, description=f"Stage funnel after batch {batch_id}")
     create_markdown_artifact(

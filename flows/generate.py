@@ -14,7 +14,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
+from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, persist_stage, stage_runner, unpack
 
 from autoforge.pipeline import generate as stage
 from autoforge.pipeline.common import finish
@@ -26,10 +26,10 @@ from autoforge.types import EnvironmentRecord
       task_run_name="generate-{env.name}")
 def generate_task(env: EnvironmentRecord, inp: stage.GenerateInputs, params: stage.GenerateParams, batch_id: str | None,
                   run_id: str) -> StageResult:
-    return stage.run_one(env, inp, params, run_id, batch_id=batch_id)
+    return stage.run_one(env, unpack(inp), params, run_id, batch_id=batch_id)
 
 
-@flow(name="generate-tasks", flow_run_name="generate-seed{seed}-n{tasks_per_env}-env-{env}", log_prints=True, task_runner=stage_task_runner())
+@flow(name="generate-tasks", flow_run_name="generate-seed{seed}-n{tasks_per_env}-env-{env}", log_prints=True)
 def generate_flow(
     env: str | None = None,
     seed: int = 0,
@@ -40,21 +40,28 @@ def generate_flow(
     test_fraction: float = TEST_FRACTION,
     warehouse: str | None = None,
     batch_id: str | None = None,
+    task_runner: str | None = None,
+    dask_address: str | None = None,
 ) -> dict:
     """Instantiate each environment's DAGs into tasks with a gold final state.
 
     tasks_per_env: tasks wanted per environment; at most tasks_per_env * attempts_per_task instantiations are tried.
     backend: "offline" (template requests) or "openai" (the LLM rewrites each request; checked for leaks).
     test_fraction: share of tasks held out for evaluation (the split comes from each task id's hash).
+    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
+    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
     """
     check_flow_inputs(seed=seed, tasks_per_env=tasks_per_env, max_envs=max_envs, attempts_per_task=attempts_per_task,
                       test_fraction=test_fraction)
+    runner_kind, address = choose_runner(task_runner, dask_address)
     params = stage.GenerateParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
                                   attempts_per_task=attempts_per_task, test_fraction=test_fraction)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
-    futures = [generate_task.submit(e, quote(inp.only(e)), params, batch_id, run.run_id) for e in inp.envs]
-    results: list[StageResult] = gather(inp.envs, futures, lambda e: f"generating tasks for {e.name}")
+    with stage_runner(runner_kind, address) as runner:
+        results: list[StageResult] = fan_out(runner, generate_task, [
+            {"env": e, "inp": Packed(inp.only(e)), "params": params, "batch_id": batch_id, "run_id": run.run_id}
+            for e in inp.envs], [f"generating tasks for {e.name}" for e in inp.envs])
     counts = stage_counts(results, 0.0)
     persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}

@@ -12,7 +12,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import check_flow_inputs
+from flows._common import check_flow_inputs, choose_runner, stage_runner
 
 from autoforge.pipeline import ingest as stage
 from autoforge.tooldocs import IngestResult
@@ -35,6 +35,8 @@ def ingest_flow(
     bundled: bool = False,
     warehouse: str | None = None,
     batch_id: str | None = None,
+    task_runner: str | None = None,
+    dask_address: str | None = None,
 ) -> dict:
     """Ingest tool documentation into the warehouse.
 
@@ -42,13 +44,17 @@ def ingest_flow(
     bundled: also ingest the corpus shipped with the package (10+ domains).
     warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
+    task_runner: thread | process | dask for the parse task; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
+    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
     """
     check_flow_inputs()
+    runner_kind, address = choose_runner(task_runner, dask_address)
     logger = get_run_logger()
     params = stage.IngestParams(paths=paths or [], bundled=bundled)
     params.all_paths()  # nothing to ingest: fail before any work
     run = params.run_row(batch_id)
-    result = parse_task(params, run.run_id)
+    with stage_runner(runner_kind, address) as runner:  # one task: parsing, on the run's runner
+        result = runner.submit(parse_task, {"params": params, "run_id": run.run_id}).result()
     for error in result.errors:
         logger.warning("rejected: %s", error)
     counts = result.counts()

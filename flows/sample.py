@@ -12,7 +12,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
+from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, persist_stage, stage_runner, unpack
 
 from autoforge.dags.sample import SampleResult, sample_counts
 from autoforge.pipeline import sample as stage
@@ -23,10 +23,10 @@ from autoforge.types import EnvironmentRecord, ToolCode
 @task(name="sample-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="sample-{env.name}")
 def sample_task(env: EnvironmentRecord, tools: list[ToolCode], params: stage.SampleParams, run_id: str) -> SampleResult:
-    return stage.run_one(env, tools, params, run_id)
+    return stage.run_one(env, unpack(tools), params, run_id)
 
 
-@flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True, task_runner=stage_task_runner())
+@flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True)
 def sample_flow(
     env: str | None = None,
     seed: int = 0,
@@ -41,6 +41,8 @@ def sample_flow(
     dag_variants: int = 2,
     warehouse: str | None = None,
     batch_id: str | None = None,
+    task_runner: str | None = None,
+    dask_address: str | None = None,
 ) -> dict:
     """Build each environment's tool graph, sample walks, merge pairs and turn them into DAGs.
 
@@ -51,16 +53,21 @@ def sample_flow(
     min_len / max_len: walk lengths, in tool calls (paper Sec. 3.2).
     start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
     dag_variants: DAGs per sequence (different reasoning choices).
+    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
+    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
     """
     check_flow_inputs(seed=seed, tasks_per_env=tasks_per_env, max_envs=max_envs, walks=walks, merges=merges,
                       min_len=min_len, max_len=max_len, dag_variants=dag_variants)
+    runner_kind, address = choose_runner(task_runner, dask_address)
     params = stage.SampleParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
                                 walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
                                 dag_variants=dag_variants)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
-    futures = [sample_task.submit(e, inp.tools.get(e.env_id, []), params, run.run_id) for e in inp.envs]
-    results: list[SampleResult] = gather(inp.envs, futures, lambda e: f"sampling {e.name}")
+    with stage_runner(runner_kind, address) as runner:
+        results: list[SampleResult] = fan_out(runner, sample_task, [
+            {"env": e, "tools": Packed(inp.tools.get(e.env_id, [])), "params": params, "run_id": run.run_id}
+            for e in inp.envs], [f"sampling {e.name}" for e in inp.envs])
     counts = sample_counts(results, 0.0)
     persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}

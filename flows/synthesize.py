@@ -15,7 +15,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import check_flow_inputs, gather, stage_task_runner
+from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, stage_runner, unpack
 
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table
 from autoforge.pipeline import synthesize as stage
@@ -25,7 +25,7 @@ from autoforge.types import Run, ToolSet, ToolSpec
 @task(name="synthesize-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="synthesize-{toolset.name}")
 def synthesize_task(toolset: ToolSet, specs: list[ToolSpec], backend: str, run_id: str, cache: Any) -> SynthesisResult:
-    return stage.synthesize_one(toolset, specs, backend, run_id, cache=cache)
+    return stage.synthesize_one(toolset, unpack(specs), backend, run_id, cache=unpack(cache))
 
 
 @task(name="persist-stage", task_run_name="persist-synthesize", cache_policy=NO_CACHE)
@@ -34,13 +34,15 @@ def persist_synthesis(results: list[SynthesisResult], run: Run, warehouse: str |
     return stage.persist_results(warehouse, results, run, failed=failed)
 
 
-@flow(name="synthesize-environments", flow_run_name="synthesize-{backend}-env-{env}", log_prints=True, task_runner=stage_task_runner())
+@flow(name="synthesize-environments", flow_run_name="synthesize-{backend}-env-{env}", log_prints=True)
 def synthesize_flow(
     env: str | None = None,
     backend: str = "offline",
     max_envs: int | None = None,
     warehouse: str | None = None,
     batch_id: str | None = None,
+    task_runner: str | None = None,
+    dask_address: str | None = None,
 ) -> dict:
     """Synthesize an executable environment for every tool set in the warehouse.
 
@@ -49,15 +51,20 @@ def synthesize_flow(
     max_envs: at most this many tool sets (a limit for quick runs).
     warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     batch_id: the factory batch this run belongs to (lineage); None when run on its own.
+    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
+    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
     """
     check_flow_inputs(max_envs=max_envs)
+    runner_kind, address = choose_runner(task_runner, dask_address)
     logger = get_run_logger()
     params = stage.SynthesizeParams(env=env, backend=backend, max_envs=max_envs)
     todo = stage.load(warehouse, params)
     run = params.run_row(batch_id)
     cache = stage.load_cache(warehouse, backend)
-    futures = [synthesize_task.submit(ts, specs, backend, run.run_id, quote(cache)) for ts, specs in todo]
-    results: list[SynthesisResult] = gather(todo, futures, lambda t: f"environment {t[0].name}")
+    with stage_runner(runner_kind, address) as runner:
+        results: list[SynthesisResult] = fan_out(runner, synthesize_task, [
+            {"toolset": ts, "specs": Packed(specs), "backend": backend, "run_id": run.run_id, "cache": Packed(cache)}
+            for ts, specs in todo], [f"environment {ts.name}" for ts, _ in todo])
     run, written, kept = persist_synthesis(quote(results), run, warehouse, failed=len(results) < len(todo))
     for why in kept.values():
         logger.warning("kept the stored environment: %s", why)

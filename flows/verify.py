@@ -14,7 +14,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
-from flows._common import check_flow_inputs, gather, persist_stage, stage_task_runner
+from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, persist_stage, stage_runner, unpack
 
 from autoforge.pipeline import verify as stage
 from autoforge.pipeline.common import finish
@@ -25,25 +25,33 @@ from autoforge.types import EnvironmentRecord
 @task(name="verify-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="verify-{env.name}")
 def verify_task(env: EnvironmentRecord, inp: stage.VerifyInputs, run_id: str) -> StageResult:
-    return stage.run_one(env, inp, run_id)
+    return stage.run_one(env, unpack(inp), run_id)
 
 
-@flow(name="verify-tasks", flow_run_name="verify-env-{env}", log_prints=True, task_runner=stage_task_runner())
+@flow(name="verify-tasks", flow_run_name="verify-env-{env}", log_prints=True)
 def verify_flow(
     env: str | None = None,
     max_envs: int | None = None,
     recheck: bool = False,
     warehouse: str | None = None,
     batch_id: str | None = None,
+    task_runner: str | None = None,
+    dask_address: str | None = None,
 ) -> dict:
-    """Run every check on the tasks still 'generated' (all tasks with recheck) and mark them verified or rejected."""
+    """Run every check on the tasks still 'generated' (all tasks with recheck) and mark them verified or rejected.
+
+    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
+    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
+    """
     check_flow_inputs(max_envs=max_envs)
+    runner_kind, address = choose_runner(task_runner, dask_address)
     params = stage.VerifyParams(env=env, max_envs=max_envs, recheck=recheck)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
     todo = inp.todo()
-    futures = [verify_task.submit(e, quote(inp.only(e)), run.run_id) for e in todo]
-    results: list[StageResult] = gather(todo, futures, lambda e: f"verifying {e.name}")
+    with stage_runner(runner_kind, address) as runner:
+        results: list[StageResult] = fan_out(runner, verify_task, [
+            {"env": e, "inp": Packed(inp.only(e)), "run_id": run.run_id} for e in todo], [f"verifying {e.name}" for e in todo])
     counts = stage_counts(results, 0.0)
     persist_stage(quote(results), finish(run, counts, failed=len(results) < len(todo)), warehouse)
     names = {e.env_id: e.name for e in inp.envs}
