@@ -216,15 +216,23 @@ def _factory_params(args: argparse.Namespace, bundled: bool):
     )
 
 
-def run_factory_cli(params, use_prefect: bool) -> dict:
-    """Run the factory with a progress bar (library path) or as the Prefect `factory` flow."""
+def run_factory_cli(params, use_prefect: bool, task_runner: str | None = None, dask_address: str | None = None) -> dict:
+    """Run the factory with a progress bar (library path) or as the Prefect `factory` flow on a task
+    runner (``task_runner``/``dask_address``: None = AUTOFORGE_TASK_RUNNER / AUTOFORGE_DASK_ADDRESS)."""
     params.validate_for_run()
+    if not use_prefect and (task_runner or dask_address):
+        raise ConfigError("--task-runner and --dask-address choose where the Prefect flow's tasks run: drop --no-prefect, "
+                          "or drop them for the library path")
     if use_prefect:
+        from flows._common import FACTORY_DEFAULT, choose_runner
+
+        kind, address = choose_runner(task_runner, dask_address, default=FACTORY_DEFAULT)  # refused before any work
         _prefect_env()
-        print("running the factory as a Prefect flow (ephemeral server unless PREFECT_API_URL is set) ...", flush=True)
+        print(f"running the factory as a Prefect flow on the {kind} task runner{' at ' + address if address else ''} "
+              "(ephemeral server unless PREFECT_API_URL is set) ...", flush=True)
         from flows.factory import factory_flow
 
-        return factory_flow(**params.model_dump())
+        return factory_flow(**params.model_dump(), task_runner=kind, dask_address=address)
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from autoforge.pipeline import STAGES, run_factory
@@ -262,7 +270,8 @@ def print_factory_summary(warehouse: str | None, result: dict) -> None:
 @command("factory")
 def cmd_factory(args: argparse.Namespace) -> int:
     params = _factory_params(args, bundled=args.bundled or not args.paths)
-    result = run_factory_cli(params, use_prefect=not args.no_prefect)
+    result = run_factory_cli(params, use_prefect=not args.no_prefect, task_runner=args.task_runner,
+                             dask_address=args.dask_address)
     print_factory_summary(_wh(args), result)
     return print_environment_yield(_wh(args), result.get("environments") or [])
 
@@ -543,6 +552,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", metavar="PATH", help="tool docs to ingest (default: the bundled corpus)")
     s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
     factory_args(s, 110)
+    g = s.add_argument_group("task runner (the Prefect flow; flows/_common.py)")
+    g.add_argument("--task-runner", choices=["thread", "process", "dask"], default=None,
+                   help="where each environment's stage work runs: thread (the flow process), process (a pool of "
+                        "AUTOFORGE_STAGE_WORKERS worker processes, the default) or dask (a Dask cluster); default "
+                        "$AUTOFORGE_TASK_RUNNER or process")
+    g.add_argument("--dask-address", metavar="ADDR", default=None,
+                   help="the scheduler of an existing Dask cluster, e.g. tcp://127.0.0.1:8786 (implies --task-runner "
+                        "dask; default $AUTOFORGE_DASK_ADDRESS, else a local cluster started for the run)")
     g = s.add_argument_group("sampling (stage 3-4)")
     g.add_argument("--start", choices=["auto", "lookup", "read", "entry", "any"], default=None,
                    help="where walks start: auto (default: lookups, else any read, else any tool with no required id), "

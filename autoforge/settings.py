@@ -21,6 +21,8 @@ before anything is written. Command-line flags override these (``--warehouse PAT
     AUTOFORGE_TOOL_TIMEOUT     tool_timeout_s   seconds, finite, [0.01, 600]          2.0
     AUTOFORGE_TOOL_MEMORY_MB   tool_memory_mb   whole MB, [16, 65536]                 512
     AUTOFORGE_STAGE_WORKERS    stage_workers    whole number, [1, 256]                CPU cores
+    AUTOFORGE_TASK_RUNNER      task_runner      thread | process | dask               process (factory flow)
+    AUTOFORGE_DASK_ADDRESS     dask_address     tcp:// or tls://host:port of a scheduler unset: a local cluster
     AUTOFORGE_TIMING           timing           1/true/yes/on or 0/false/no/off       off
 """
 
@@ -37,6 +39,7 @@ from urllib.parse import urlparse
 from autoforge.errors import ConfigError
 
 BACKENDS = ("offline", "openai")
+TASK_RUNNERS = ("thread", "process", "dask")  # the Prefect task runners of the stage flows (flows/_common.py)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
@@ -157,7 +160,8 @@ class Var:
     default: Any
     example: str
     range: Range | None = None
-    kind: str = "text"  # text | choice | url | bool (a number has a range)
+    kind: str = "text"  # text | choice | url | address | bool (a number has a range)
+    choices: tuple[str, ...] = BACKENDS  # the values of a choice
     fallback: str | None = None  # a non-AUTOFORGE variable read when this one is unset
     default_text: str | None = None
     secret: bool = False  # an error never shows the value (an API key)
@@ -169,8 +173,9 @@ class Var:
     def valid(self) -> str:
         if self.range is not None:
             return self.range.describe()
-        return {"choice": f"one of {', '.join(BACKENDS)}", "bool": f"{'/'.join(_TRUE)} or {'/'.join(_FALSE)}",
-                "url": "an http:// or https:// URL with a host"}.get(self.kind, "non-empty text")
+        return {"choice": f"one of {', '.join(self.choices)}", "bool": f"{'/'.join(_TRUE)} or {'/'.join(_FALSE)}",
+                "url": "an http:// or https:// URL with a host",
+                "address": "a tcp:// or tls:// address with a host and a port"}.get(self.kind, "non-empty text")
 
     def error(self, got: Any, why: str, shown: str | None = None) -> ConfigError:
         """The one wording of a bad setting: the variable (``shown``), the value, the valid values, an example."""
@@ -190,10 +195,12 @@ class Var:
             return self.range.problem(value)
         if self.kind == "bool" and not isinstance(value, bool):
             return "not a yes/no value"
-        if self.kind == "choice" and value not in BACKENDS:
+        if self.kind == "choice" and value not in self.choices:
             return "unknown"
         if self.kind == "url" and not _is_url(value):
             return "not an http(s) URL"
+        if self.kind == "address" and not _is_url(value, ("tcp", "tls"), port=True):
+            return "not a tcp:// or tls:// host:port"
         return None
 
     def parse(self, raw: str) -> tuple[Any, str | None]:
@@ -225,16 +232,16 @@ class Var:
         return self.default
 
 
-def _is_url(value: Any) -> bool:
+def _is_url(value: Any, schemes: tuple[str, ...] = ("http", "https"), port: bool = False) -> bool:
     text = str(value)
     if any(c.isspace() or _is_control(c) or c == "\\" for c in text):
         return False
     try:
         u = urlparse(text)
-        u.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
+        has_port = u.port is not None  # raises ValueError for a port that is no number or out of range
     except ValueError:
         return False
-    return u.scheme in ("http", "https") and bool(u.hostname)
+    return u.scheme in schemes and bool(u.hostname) and (has_port or not port)
 
 
 def _is_control(c: str) -> bool:
@@ -286,11 +293,23 @@ VARS: dict[str, Var] = {
     # MB (envs/_worker.py _set_limits); below 16 MB a tool copying a few thousand records fails.
     "tool_memory_mb": Var("TOOL_MEMORY_MB", "the memory (MB) a sandboxed tool may use on top of the interpreter",
                           512, "512", Range(16, 65_536, 512)),
-    "stage_workers": Var("STAGE_WORKERS", "the threads of a Prefect stage flow", None, "2", Range(1, 256, 2),
+    "stage_workers": Var("STAGE_WORKERS", "the workers (threads or processes) of a Prefect stage flow", None, "2", Range(1, 256, 2),
                          default_text="the number of CPU cores"),
+    # The factory flow's default is process (benchmarks/prefect_overhead.py: the stage work runs out of
+    # the flow process's threads); a stage flow run on its own defaults to thread (no start-up cost).
+    "task_runner": Var("TASK_RUNNER", "the Prefect task runner of the stage flows", None, "dask", kind="choice",
+                       choices=TASK_RUNNERS, default_text="process for the factory flow, thread for a stage flow"),
+    "dask_address": Var("DASK_ADDRESS", "the Dask scheduler the dask task runner connects to", None,
+                        "tcp://127.0.0.1:8786", kind="address", default_text="unset: a local cluster of worker processes"),
     "timing": Var("TIMING", "the switch that makes the CLI print how long a command took", False, "1", kind="bool",
                   default_text="off"),
 }
+
+
+def worker_environ() -> dict[str, str]:
+    """Every ``AUTOFORGE_*`` variable set here: what a task runner's worker processes on other
+    machines must see (flows/_common.py hands it to Dask workers)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("AUTOFORGE_")}
 
 
 def setting(name: str) -> Any:
@@ -321,6 +340,9 @@ class Settings:
     tool_memory_mb: int = _from_env("tool_memory_mb")
     # Threads of the Prefect stage flows (None: one per CPU core).
     stage_workers: int | None = _from_env("stage_workers")
+    # Task runner of the stage flows (thread | process | dask) and the Dask scheduler's address (None: local cluster).
+    task_runner: str | None = _from_env("task_runner")
+    dask_address: str | None = _from_env("dask_address")
     # Print how long each CLI command took (stderr).
     timing: bool = _from_env("timing")
 
