@@ -49,14 +49,14 @@ def test_older_schema_is_upgraded_in_place(tmp_path):
 
 def test_every_stored_model_matches_its_table(warehouse):
     """Each model's fields are exactly the table's columns (the contract between types.py and sql/)."""
-    from autoforge.warehouse.store import TABLES
+    from autoforge.warehouse.store import DERIVED_COLUMNS, TABLES
 
     cols = query(warehouse, "SELECT table_name, column_name FROM information_schema.columns")
     by_table: dict[str, set[str]] = {}
     for r in cols:
         by_table.setdefault(r["table_name"], set()).add(r["column_name"])
     for model, (table, _pk) in TABLES.items():
-        assert set(model.model_fields) == by_table[table], table
+        assert set(model.model_fields) | set(DERIVED_COLUMNS.get(table, ())) == by_table[table], table
 
 
 def test_ddl_has_comment_per_column_and_checks_on_status():
@@ -162,3 +162,49 @@ def test_read_only_query_on_missing_file_says_how_to_fix(tmp_path):
 
 def test_sql_dir_is_numbered():
     assert SQL_DIR.is_dir() and discover()[0].name.startswith("001_")
+
+
+def _task(i: int, status: str = "verified") -> T.Task:
+    return T.Task(task_id=f"task_{i}", env_id="env_x", dag_id="dag_x", request=f"please do {i}", user_facts={},
+                  initial_state={"b": {"z": 1, "a": 2}}, gold_state={}, gold_state_hash="h", gold_calls=[], n_tool_calls=1,
+                  dag_depth=1, n_reasoning_nodes=0, n_requirements=1, status=status, split="train")
+
+
+def _checks(task_id: str, passed: list[bool]) -> list[T.VerificationResult]:
+    return [T.VerificationResult(task_id=task_id, check=f"c{j}", passed=p) for j, p in enumerate(passed)]
+
+
+def _curated(wh: str) -> dict[str, int]:
+    return {r["task_id"]: r["n_checks_passed"] for r in query(wh, "SELECT task_id, n_checks_passed FROM v_curated_tasks")}
+
+
+def test_curated_check_counts_follow_every_write(warehouse):
+    """v_curated_tasks.n_checks_passed (kept on the task row since sql/053) is what verification_results say."""
+    write_records(warehouse, [_task(1), _task(2), _task(3, "rejected")])
+    assert _curated(warehouse) == {"task_1": 0, "task_2": 0}  # no check recorded yet
+    write_records(warehouse, _checks("task_1", [True, True, True]) + _checks("task_3", [True, False]))
+    assert _curated(warehouse) == {"task_1": 3, "task_2": 0}
+    write_records(warehouse, [_task(2)] + _checks("task_2", [True, False, True]) + _checks("task_1", [True, False]))
+    assert _curated(warehouse) == {"task_1": 2, "task_2": 2}  # c0, c1 re-checked: c1 failed, c2 still passed
+    write_records(warehouse, [_task(1)])  # the stage re-writing a task keeps its count
+    assert _curated(warehouse)["task_1"] == 2
+    old = query(warehouse, "SELECT task_id, sum(CASE WHEN passed THEN 1 ELSE 0 END) AS n FROM verification_results "
+                           "GROUP BY task_id")
+    assert {r["task_id"]: r["n"] for r in old if r["task_id"] != "task_3"} == _curated(warehouse)
+
+
+def test_an_older_warehouse_gets_its_check_counts_filled_by_the_migration(tmp_path):
+    import shutil
+
+    old_sql = tmp_path / "sql"
+    old_sql.mkdir()
+    for m in discover():
+        if m.version < 53:
+            shutil.copy(m.path, old_sql / m.name)
+    wh = str(tmp_path / "old.duckdb")
+    apply_migrations(wh, sql_dir=old_sql)  # a warehouse as it was before sql/053
+    write_records(wh, [_task(1), _task(2)] + _checks("task_1", [True, False, True]), migrate=False)
+    before = _curated(wh)
+    assert before == {"task_1": 2, "task_2": 0}  # the 049 view counted from verification_results
+    assert apply_migrations(wh)["applied"][:2] == ["053_tasks_check_counts.sql", "054_v_curated_tasks.sql"]
+    assert _curated(wh) == before

@@ -45,6 +45,9 @@ TABLES: dict[type[T.Record], tuple[str, tuple[str, ...]]] = {
     T.TrainingStep: ("training_steps", ("train_run_id", "phase", "step")),
     T.LLMCall: ("llm_calls", ("call_id",)),
 }
+# Columns a table has beyond its model's fields: derived by the writer from other tables, in the same
+# transaction (never written by a stage, never read back into a record).
+DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {"tasks": ("n_checks_passed",)}  # sql/053: passed verification checks
 _CHUNK = 500  # rows per multi-row INSERT: one statement per chunk is ~10x faster than executemany on DuckDB
 
 
@@ -143,7 +146,31 @@ def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migra
                 except Exception as exc:  # noqa: BLE001
                     raise WarehouseError(f"writing {len(rows)} rows to {name} failed (nothing from this batch was kept): {exc}") from exc
             counts[name] = len(rows)
+        checked = sorted({r.task_id for model, recs in batches if model in (T.Task, T.VerificationResult) for r in recs})
+        if checked and _has_column(conn, "tasks", "n_checks_passed"):
+            _recount_checks(conn, checked)
     return counts
+
+
+_RECOUNT = sa.text(
+    "UPDATE tasks SET n_checks_passed = c.n FROM (SELECT task_id, sum(CASE WHEN passed THEN 1 ELSE 0 END) AS n "
+    "FROM verification_results WHERE task_id IN :ids GROUP BY task_id) c WHERE c.task_id = tasks.task_id"
+).bindparams(sa.bindparam("ids", expanding=True))
+
+
+def _has_column(conn: sa.Connection, table: str, column: str) -> bool:
+    return bool(conn.execute(sa.text("SELECT count(*) FROM information_schema.columns WHERE table_name = :t "
+                                     "AND column_name = :c"), {"t": table, "c": column}).scalar())
+
+
+def _recount_checks(conn: sa.Connection, task_ids: list[str]) -> None:
+    """tasks.n_checks_passed of these tasks from their verification_results rows (sql/053), in the write's transaction."""
+    for i in range(0, len(task_ids), _CHUNK):
+        try:
+            conn.execute(_RECOUNT, {"ids": task_ids[i : i + _CHUNK]})
+        except Exception as exc:  # noqa: BLE001
+            raise WarehouseError(f"recounting the verification checks of {len(task_ids)} tasks failed (nothing from this "
+                                 f"batch was kept): {exc}") from exc
 
 
 # ----------------------------------------------------------------------------- reads
@@ -311,7 +338,10 @@ def _query_error(exc: BaseException) -> WarehouseError:
 
 
 def _rows(result: sa.CursorResult) -> list[dict]:
-    return [dict(r._mapping) for r in result] if result.returns_rows else []
+    if not result.returns_rows:
+        return []
+    keys = list(result.keys())  # zip over plain tuples: ~3x faster than Row._mapping on 600k-row reads
+    return [dict(zip(keys, row)) for row in result.fetchall()]
 
 
 def _refuse_server_file_roles(conn: sa.Connection) -> None:
