@@ -409,7 +409,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from autoforge.pipeline import FactoryParams
     from autoforge.pipeline.evaluate import format_report, run_eval
-    from autoforge.pipeline.train import demo_training
+    from autoforge.pipeline.train import DEMO_TOP_UP, demo_envs, demo_training
     from autoforge.warehouse import apply_migrations, resolve_url
 
     console = Console()
@@ -430,11 +430,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     overall = [r for r in summary["results"] if r["env_id"] is None]
     console.print(f"  oracle pass^1 on {overall[0]['n_tasks']} held-out tasks: {overall[0]['pass_hat_k']:.3f}")
     if args.train_steps > 0:
-        console.rule(f"3. a short ERPO run: tiny policy, SFT cold start, {args.train_steps} ERPO steps")
+        envs = [r["env_name"] for r in demo_envs(wh)]
+        console.rule(f"3. more short tasks for training: the factory again on {', '.join(envs)} "
+                     f"({DEMO_TOP_UP} candidates each, seed {args.seed + 1})")
+        for name in envs:
+            extra = FactoryParams(tasks_per_env=DEMO_TOP_UP, seed=args.seed + 1, bundled=True, warehouse=wh, env=name)
+            run_factory_cli(extra, use_prefect=not args.no_prefect)
+        console.rule(f"4. training: the shipped base policy (copies values, knows no task), SFT on the short tasks' "
+                     f"gold dialogues, {args.train_steps} ERPO steps")
         out_dir = Path(args.out)
-        out = demo_training(wh, out_dir, steps=args.train_steps, progress=_train_progress(console))
+        show = _train_progress(console)
+
+        def progress(phase: str, step: int, total: int, metrics: dict) -> None:  # every 20th SFT step, every ERPO step
+            if phase != "sft" or step % 20 == 0 or step == total:
+                show(phase, step, total, metrics)
+
+        out = demo_training(wh, out_dir, steps=args.train_steps, progress=progress, envs=envs,
+                            say=lambda text: console.print(f"  {text}", markup=False, highlight=False))
         console.print(out["table_markdown"])
         console.print(f"  learning curve: {out['curve']}")
+        console.print(out["headline"], markup=False, highlight=False)
     console.rule(f"done in {time.time() - t0:.0f}s")
     w = f" --warehouse {wh}" if wh else ""
     console.print("Look around:\n"
@@ -443,6 +458,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
                   f"  autoforge sql{w} \"SELECT * FROM v_stage_funnel\"\n"
                   f"  autoforge sql{w} \"SELECT * FROM v_eval_results\"\n"
                   f"  duckdb {resolve_url(wh).split(':///', 1)[-1]}   # the stock DuckDB shell opens it too")
+    return 0
+
+
+@command("base-checkpoint")
+def cmd_base_checkpoint(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from autoforge.rl.base import BASE_DIR, BaseSpec, build_base_checkpoint, estimated_build_s, read_manifest
+
+    _quiet_hf()
+    spec = BaseSpec(**{k: v for k, v in (("steps", args.steps), ("seed", args.seed)) if v is not None})
+    out = Path(args.out) if args.out else BASE_DIR
+    eta = estimated_build_s(spec)
+    last = [time.perf_counter()]
+
+    def progress(step: int, total: int, m: dict) -> None:
+        if time.perf_counter() - last[0] >= 30 or step == total:
+            last[0] = time.perf_counter()
+            print(f"  copy warm-up {step}/{total}: loss {m['loss']:.3f}", flush=True)
+
+    if args.check:
+        shipped = read_manifest(out)
+        if shipped is None:
+            raise ConfigError(f"base-checkpoint --check: {out} holds no base_manifest.json; build it first with "
+                              f"`autoforge base-checkpoint{' --out ' + str(out) if args.out else ''}`")
+        spec = BaseSpec(**shipped["spec"])
+        print(f"rebuilding {out}'s spec in a temp folder to compare weights (about {estimated_build_s(spec) / 60:.0f} "
+              "min on one CPU core) ...", flush=True)
+        with tempfile.TemporaryDirectory(prefix="autoforge-base-check-") as tmp:
+            man = build_base_checkpoint(Path(tmp) / "base", spec, progress=progress)
+        same = man["weights_sha256"] == shipped["weights_sha256"]
+        print(f"weights sha256: shipped {shipped['weights_sha256'][:16]}..., rebuilt {man['weights_sha256'][:16]}... "
+              f"-> {'identical' if same else 'DIFFERENT'}")
+        return 0 if same else 1
+    print(f"building the base checkpoint into {out}: tokenizer from the bundled tool docs, {spec.steps} copy warm-up "
+          f"steps of {spec.batch_size} synthetic recall dialogues (about {eta / 60:.0f} min on one CPU core) ...",
+          flush=True)
+    man = build_base_checkpoint(out, spec, progress=progress)
+    print(f"done in {man['build_s']:.0f} s: {man['parameters']:,} parameters, held-out recall exact "
+          f"{man['heldout_recall_exact']:.3f}, weights sha256 {man['weights_sha256']}")
     return 0
 
 
@@ -638,9 +693,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tasks-per-env", type=_number("tasks_per_env"), default=110, help="candidate tasks per environment")
     s.add_argument("--max-envs", type=_number("max_envs"), default=None, help="at most this many environments (quicker)")
     s.add_argument("--seed", type=_number("seed"), default=0)
-    s.add_argument("--train-steps", type=_number("train_steps"), default=2, help="ERPO steps of the short run (0 skips training)")
+    s.add_argument("--train-steps", type=_number("train_steps"), default=4, help="ERPO steps of the short run (0 skips training)")
     s.add_argument("--out", default="runs/demo", metavar="DIR", help="checkpoints, learning curve, before/after table")
     s.add_argument("--no-prefect", action="store_true", help="run the stages directly instead of as a Prefect flow")
+
+    s = sub.add_parser("base-checkpoint", help="(re)build the shipped base policy the demo starts from",
+                       description="Builds autoforge/data/base_policy/: a tiny Llama policy whose tokenizer is trained "
+                                   "on the bundled tool docs and whose weights are trained only on synthetic recall "
+                                   "dialogues (the copy warm-up, autoforge/rl/warmup.py): it can copy a value from its "
+                                   "context into a tool call and knows no task. Seeded, one CPU thread: the same spec "
+                                   "gives the same weights (base_manifest.json records their SHA-256). The spec is "
+                                   "autoforge/rl/base.py: BaseSpec.")
+    s.add_argument("--out", default=None, metavar="DIR", help="where to write it (default: the package's "
+                   "autoforge/data/base_policy, what `autoforge demo` uses)")
+    s.add_argument("--steps", type=_number("train_steps", "--steps"), default=None,
+                   help="copy warm-up steps (default: BaseSpec.steps; fewer = quicker, copies worse)")
+    s.add_argument("--seed", type=_number("seed"), default=None, help="seed of the weights and dialogues (default 0)")
+    s.add_argument("--check", action="store_true", help="rebuild the checkpoint at --out from its manifest's spec in "
+                   "a temp folder and compare the weights hash (exit 1 when they differ); writes nothing")
     return p
 
 

@@ -1,4 +1,30 @@
-"""Does ERPO learn? SFT then ERPO on the offline corpus with the tiny policy, on the CPU.
+"""Does ERPO learn, and do environment-level std and user-error masking help, across environments?
+
+Default (multi-environment; results committed under benchmarks/results/learning/):
+
+1. the shipped base checkpoint (autoforge/data/base_policy: copies values, knows no task;
+   ``autoforge base-checkpoint``) is fine-tuned ONCE by SFT on the gold replays of >= 3
+   environments' train splits (each ``NAME:MIN-MAX`` gold tool calls, no reasoning node: slices
+   of clearly different difficulty, ranked by the measured after-SFT pass rate);
+2. from that one SFT checkpoint, three arms under 20% injected user errors, the same seeds and the
+   same budget: ERPO (environment-level std + MEU masking), GRPO (per-task std + masking), ERPO
+   without masking;
+3. per arm and environment: held-out pass^1 (greedy, error-free user) with a 95% bootstrap CI over
+   tasks (each task's success averaged over seeds), the training reward per step, the advantage
+   scale (the std dividing the advantages) per environment over steps, and the masked / dropped
+   fractions; one PNG per comparison next to results.json, table.md and manifest.json (the exact
+   command, both configs, the seeds and the task ids of every split);
+4. a controlled ablation where a tiny policy CAN learn in seconds: three synthetic environments whose
+   learnable rewards differ in base rate (3%, 15%, 50% of first tokens rewarded), the same 20% user
+   errors flipping the observed reward and flagged by the judge, scored on the clean reward.
+
+    python benchmarks/learning_evidence.py --warehouse W.duckdb      # W: the factory run on the --envs
+
+``--single`` runs the earlier one-environment recipe (retail, its own copy warm-up; ~1 h).
+
+Single-environment recipe (``--single``):
+
+Does ERPO learn? SFT then ERPO on the offline corpus with the tiny policy, on the CPU.
 
 Prints held-out pass^1 (test split of v_curated_tasks, error-free user, greedy) before SFT,
 after SFT and after ERPO, and an ablation under injected user errors (default 20%): ERPO
@@ -198,7 +224,8 @@ def printer(t0: float):
     return progress
 
 
-def main(argv=None) -> dict:
+def main_single(argv=None) -> dict:
+    """The single-environment run (retail): copy warm-up + SFT + three ERPO arms (``--single``)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--warehouse", help="an existing factory warehouse (default: build one under --out)")
     ap.add_argument("--tasks-per-env", type=int, default=4000,
@@ -343,5 +370,374 @@ def main(argv=None) -> dict:
     return summary
 
 
+
+
+# ============================================================================ many environments (the default)
+
+MULTI_ARMS = ARMS  # ERPO (env std + masking), GRPO (per-task std + masking), ERPO without masking
+
+
+def multi_data(wh: str, cfg: TrainConfig, envs: list[str], train_per_env: int, test_per_env: int):
+    """Train / held-out tasks per environment (a seeded sample of each), the data and the id manifest."""
+    from autoforge.pipeline.evaluate import env_names, load_eval_inputs
+    from autoforge.pipeline.train import curated_task_ids
+    from autoforge.rl.data import curated_data, sample_ids
+
+    names = env_names(wh)
+    ids_of = {v: k for k, v in names.items()}
+    manifest, train_ids, test_ids = {}, [], []
+    for spec in envs:
+        env, _, calls = spec.partition(":")  # NAME or NAME:MIN-MAX gold tool calls (a harder slice of an environment)
+        lo, _, hi = calls.partition("-")
+        one = cfg.model_copy(update={"envs": [env], "min_tool_calls": int(lo) if lo else None,
+                                     "max_tool_calls": int(hi or lo) if calls else cfg.max_tool_calls})
+        tr = sample_ids(curated_task_ids(wh, one, "train"), train_per_env, cfg.seed, f"train:{env}")
+        te = sample_ids(curated_task_ids(wh, one, "test"), test_per_env, cfg.seed, f"test:{env}")
+        if not tr or not te:
+            raise SystemExit(f"environment {env}: {len(tr)} train / {len(te)} held-out tasks match the filters; build a "
+                             "bigger warehouse (--tasks-per-env) or relax --max-tool-calls")
+        manifest[env] = {"env_id": ids_of.get(env, env), "tool_calls": [one.min_tool_calls, one.max_tool_calls],
+                         "max_reasoning_nodes": one.max_reasoning_nodes, "train": tr, "test": te}
+        train_ids += tr
+        test_ids += te
+    tasks, dags, tools, specs = load_eval_inputs(wh, task_ids=set(train_ids) | set(test_ids))
+    return curated_data(tasks, train_ids, test_ids, dags, tools, specs, cfg), manifest, names
+
+
+def run_phase(data, cfg: TrainConfig, names: dict, t0: float) -> tuple[dict, dict[str, list[tuple[str, str, float]]]]:
+    """One training run over ``data`` (no warehouse writes); the result and each evaluation's per-task
+    outcomes ``{point: [(task_id, env_id, reward)]}``."""
+    from autoforge.rl.run import train_curated
+    from autoforge.types import Episode
+
+    records: list = []
+    out = train_curated(data, cfg, env_names=names, on_records=records.extend, progress=printer(t0),
+                        out_dir=cfg.checkpoint_dir)
+    outcomes: dict[str, list] = {}
+    for r in records:
+        if isinstance(r, Episode) and r.agent and r.agent.startswith("hf:"):
+            outcomes.setdefault(r.agent.rsplit(":", 1)[1], []).append((r.task_id, r.env_id, float(r.reward == 1.0)))
+    return out, outcomes
+
+
+def pass_ci(per_task: dict[str, list[float]], n_boot: int = 2000) -> dict:
+    """Mean pass^1 over tasks (each task's success averaged over seeds) with a 95% bootstrap CI over tasks."""
+    from autoforge.rollout.passk import bootstrap_ci
+
+    vals = [sum(v) / len(v) for v in per_task.values()]
+    if not vals:
+        return {"pass^1": None, "ci": [None, None], "n_tasks": 0}
+    lo, hi = bootstrap_ci(vals, n_boot=n_boot, seed=0)
+    return {"pass^1": round(sum(vals) / len(vals), 3), "ci": [round(lo, 3), round(hi, 3)], "n_tasks": len(vals)}
+
+
+def group_outcomes(outcome_lists: list[list[tuple[str, str, float]]], env_id: str | None) -> dict[str, list[float]]:
+    per_task: dict[str, list[float]] = {}
+    for outs in outcome_lists:
+        for tid, env, r in outs:
+            if env_id is None or env == env_id:
+                per_task.setdefault(tid, []).append(r)
+    return per_task
+
+
+def _mean(xs) -> float | None:
+    xs = [x for x in xs if isinstance(x, (int, float))]
+    return sum(xs) / len(xs) if xs else None
+
+
+def series(histories: list[list[dict]], key: str, steps: int) -> list[float | None]:
+    """``key`` per ERPO step, averaged over runs (None where no run logged it)."""
+    out = []
+    for s in range(1, steps + 1):
+        out.append(_mean([h.get(key) for hist in histories for h in hist if h["phase"] == "erpo" and h["step"] == s]))
+    return [None if v is None else round(v, 4) for v in out]
+
+
+def plot_lines(path: Path, title: str, panels: list[tuple[str, dict[str, list]]], ylabel: str) -> str:
+    """One PNG: a panel per (subtitle, {line label: values per step})."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4.2 * len(panels), 3.4), dpi=110)
+    FigureCanvasAgg(fig)
+    for i, (sub, lines) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for label, ys in lines.items():
+            xs = [k + 1 for k, y in enumerate(ys) if y is not None]
+            ax.plot(xs, [y for y in ys if y is not None], marker="o", ms=3, label=label)
+        ax.set_title(sub, fontsize=9)
+        ax.set_xlabel("ERPO step")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if i == 0:
+            ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    return str(path)
+
+
+def plot_heldout(path: Path, rows: list[dict], envs: list[str], labels: list[str]) -> str:
+    """Grouped bars: held-out pass^1 per environment (and overall) per arm, with 95% CIs."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.6), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    groups = envs + ["all"]
+    width = 0.8 / len(labels)
+    for j, label in enumerate(labels):
+        ys, err_lo, err_hi = [], [], []
+        for g in groups:
+            r = next(x for x in rows if x["arm"] == label and x["env"] == g)
+            ys.append(r["pass^1"] or 0.0)
+            err_lo.append((r["pass^1"] or 0.0) - (r["ci"][0] or 0.0))
+            err_hi.append((r["ci"][1] or 0.0) - (r["pass^1"] or 0.0))
+        ax.bar([i + j * width for i in range(len(groups))], ys, width, yerr=[err_lo, err_hi], capsize=2, label=label)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], groups)
+    ax.set_ylabel("held-out pass^1 (95% CI)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path)
+    return str(path)
+
+
+def controlled_multi(out: Path, steps: int, error_rate: float, seeds: list[int], fractions: list[float]) -> dict:
+    """ERPO vs GRPO vs no masking where a tiny policy CAN learn in minutes, over environments of different
+    difficulty: the trainer's synthetic rollout (real sampling), reward 1 when the first generated token is in
+    the environment's own target set (``fractions`` of the vocabulary: hard -> easy). A user error (probability
+    ``error_rate``, seeded, the same in every arm) flips the observed reward and the judge flags it. Scored on
+    the CLEAN reward (what the policy achieved) per environment."""
+    import random
+
+    from autoforge.rl.policy import build_tiny_policy, load_policy
+    from autoforge.rl.synthetic import make_synthetic_rollout_fn
+    from autoforge.rl.trainer import train
+
+    corpus = [f"Please update record R{i % 97} in environment {i % 7}; set status {i % 5}." for i in range(400)]
+    base = build_tiny_policy(out / "synthetic_base", corpus, vocab_size=512, hidden_size=64, num_layers=2, num_heads=4)
+    n_vocab = len(load_policy(base, device="cpu").tokenizer)
+    envs = [f"env{e}" for e in range(len(fractions))]
+    rng0 = random.Random(0)
+    targets = {env: set(rng0.sample(range(40, n_vocab), max(1, int(f * (n_vocab - 40))))) for env, f in zip(envs, fractions)}
+    tasks = [{"task_id": f"t{e}{i}", "env_id": env, "request": f"Please update record R{e}{i} in environment {e}."}
+             for e, env in enumerate(envs) for i in range(4)]
+
+    def reward(task, j, turns):
+        return float(bool(turns and turns[0] and turns[0][0] in targets[task["env_id"]]))
+
+    res: dict = {"fractions": dict(zip(envs, fractions)), "arms": {}}
+    for name, level, mask in MULTI_ARMS:
+        per_seed = []
+        for sd in seeds:
+            pol = load_policy(base, device="cpu")
+            inner = make_synthetic_rollout_fn(max_new_tokens=4, reward_fn=reward, turns=1)
+            clean: list[dict] = []
+
+            def rollout_fn(policy, batch, n, inner=inner, clean=clean, sd=sd):
+                trajs = inner(policy, batch, n)
+                rng = random.Random(f"{sd}:{len(clean)}")  # the same corruption pattern in every arm
+                by_env: dict[str, list[float]] = {}
+                for t in trajs:
+                    by_env.setdefault(t.env_id, []).append(t.reward)
+                clean.append({e: sum(v) / len(v) for e, v in by_env.items()})
+                for t in trajs:
+                    if rng.random() < error_rate:
+                        t.reward, t.valid = 1.0 - t.reward, False
+                return trajs
+
+            cfg = TrainConfig(steps=steps, tasks_per_batch=len(tasks), rollouts_per_task=8, micro_batch_size=48, lr=3e-3,
+                              max_new_tokens=4, advantage_level=level, mask_user_errors=mask, device="cpu", seed=sd,
+                              sft_epochs=0, checkpoint_dir=str(out / f"synthetic_{level}_{mask}_{sd}"),
+                              checkpoint_every=10_000)
+            hist = train(pol, tasks, rollout_fn, cfg).history
+            per_seed.append({"clean": clean, "adv_scale": {e: [h.get(f"adv_scale/{e}") for h in hist] for e in envs}})
+        q = max(1, steps // 4)
+        res["arms"][name] = {
+            "clean_last_quarter": {e: round(_mean([_mean([c[e] for c in s["clean"][-q:]]) for s in per_seed]), 3) for e in envs},
+            "clean_first_quarter": {e: round(_mean([_mean([c[e] for c in s["clean"][:q]]) for s in per_seed]), 3) for e in envs},
+            "clean_per_step": {e: [round(_mean([s["clean"][k][e] for s in per_seed]), 3) for k in range(steps)] for e in envs},
+            "adv_scale_per_step": {e: [None if (v := _mean([s["adv_scale"][e][k] for s in per_seed])) is None else round(v, 3)
+                                       for k in range(steps)] for e in envs},
+            "last_quarter_per_seed": [round(_mean([_mean([c[e] for c in s["clean"][-q:]]) for e in envs]), 3) for s in per_seed],
+        }
+        print(f"  controlled {name}: clean reward last quarter {res['arms'][name]['clean_last_quarter']}", flush=True)
+    return res
+
+
+def main_multi(argv=None) -> dict:
+    """The multi-environment benchmark (see the module docstring)."""
+    from autoforge.rl.base import BASE_DIR, ensure_base_checkpoint
+
+    ap = argparse.ArgumentParser(description="Multi-environment ERPO ablation from the shipped base checkpoint")
+    ap.add_argument("--warehouse", required=True, help="a factory warehouse holding the --envs (autoforge factory --env X)")
+    ap.add_argument("--envs", default="retail:2-3,telecom:3-4,hr:2-4",
+                    help="comma-separated environment names, each optionally :MIN-MAX gold tool calls of its tasks")
+    ap.add_argument("--out", default="benchmarks/results/learning")
+    ap.add_argument("--base", default=str(BASE_DIR), help="the policy SFT starts from (default: the shipped base "
+                    "checkpoint, built first when absent)")
+    ap.add_argument("--max-tool-calls", type=int, default=4, help="for environments given without :MIN-MAX")
+    ap.add_argument("--max-reasoning-nodes", type=int, default=0)
+    ap.add_argument("--train-per-env", type=int, default=60)
+    ap.add_argument("--test-per-env", type=int, default=12)
+    ap.add_argument("--sft-epochs", type=int, default=3)
+    ap.add_argument("--sft-lr", type=float, default=2e-3)
+    ap.add_argument("--sft-augment", type=int, default=2)
+    ap.add_argument("--erpo-steps", type=int, default=6)
+    ap.add_argument("--lr", type=float, default=1e-4, help="ERPO learning rate")
+    ap.add_argument("--tasks-per-batch", type=int, default=6)
+    ap.add_argument("--rollouts", type=int, default=4, help="rollouts per task (TrainConfig.rollouts_per_task)")
+    ap.add_argument("--temperature", type=float, default=1.0, help="rollout temperature (TrainConfig.temperature)")
+    ap.add_argument("--env-weights", default="", help="per-environment sampling weights, NAME=W,... "
+                    "(TrainConfig.env_weights; default: equal weights, each environment a third of every batch)")
+    ap.add_argument("--error-rate", type=float, default=0.2)
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--controlled-steps", type=int, default=30, help="steps of the controlled synthetic ablation (0 = skip)")
+    ap.add_argument("--controlled-fractions", default="0.03,0.15,0.5",
+                    help="share of the vocabulary rewarded per synthetic environment (hard, medium, easy)")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(os.environ.get("AUTOFORGE_BENCH_WORK", "/tmp/autoforge_learning_multi"))
+    specs = [e for e in args.envs.split(",") if e]
+    envs = [e.partition(":")[0] for e in specs]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    base = ensure_base_checkpoint(args.base, say=lambda t: print(t, flush=True)) if Path(args.base) == BASE_DIR else Path(args.base)
+    weights = {k: float(v) for k, v in (kv.split("=") for kv in args.env_weights.split(",") if kv)} or {e: 1.0 for e in envs}
+    common = dict(model_path=str(base), device="cpu", seed=0, torch_threads=args.threads, envs=envs,
+                  max_tool_calls=args.max_tool_calls, max_reasoning_nodes=args.max_reasoning_nodes, prompt_tools="used",
+                  tool_schema="compact", max_turns=6, max_new_tokens=args.max_new_tokens, max_episode_tokens=400,
+                  temperature=args.temperature, rollout_concurrency=8, micro_batch_size=8, sft_batch_size=8,
+                  sft_lr=args.sft_lr, sft_epochs=args.sft_epochs, sft_augment_copies=args.sft_augment,
+                  checkpoint_every=1000, env_weights=weights)
+    cfg0 = TrainConfig(**common, steps=0, eval_at=["start", "sft"], checkpoint_dir=str(work / "sft"))
+    data, manifest, names = multi_data(args.warehouse, cfg0, specs, args.train_per_env, args.test_per_env)
+    print(f"data: {len(data.train)} train / {len(data.test)} held-out tasks over {envs}", flush=True)
+
+    # ---- 1. the base checkpoint -> SFT on the gold replays of every environment (one checkpoint for all arms)
+    print(f"== SFT ({args.sft_epochs} epochs) from {base}", flush=True)
+    t = time.perf_counter()
+    sft_out, sft_outcomes = run_phase(data, cfg0, names, t0)
+    sft_s = time.perf_counter() - t
+    sft_ckpt = sft_out["checkpoint"]
+    rows = []
+    for point, arm in (("start", "base checkpoint"), ("sft", "after SFT")):
+        for env in envs + ["all"]:
+            eid = None if env == "all" else manifest[env]["env_id"]
+            rows.append({"arm": arm, "env": env, **pass_ci(group_outcomes([sft_outcomes.get(point, [])], eid)),
+                         "seeds": 1})
+    sft_by_env = {r["env"]: r["pass^1"] for r in rows if r["arm"] == "after SFT" and r["env"] != "all"}
+    order = sorted(envs, key=lambda e: -(sft_by_env[e] or 0))
+    difficulty = {e: lvl for e, lvl in zip(order, ["easy", "medium", "hard"] + ["harder"] * len(order))}
+    print(f"  after SFT, per environment: {sft_by_env} -> {difficulty}", flush=True)
+
+    # ---- 2. three ERPO variants x seeds from the same SFT checkpoint, same budget, 20% injected user errors
+    runs: dict[str, list[dict]] = {}
+    for name, level, mask in MULTI_ARMS:
+        for sd in seeds:
+            print(f"== {name}, seed {sd}: {args.erpo_steps} steps x {args.tasks_per_batch} tasks x {args.rollouts} "
+                  f"rollouts, user error rate {args.error_rate}", flush=True)
+            cfg = TrainConfig(**{**common, "model_path": sft_ckpt, "sft_epochs": 0, "sft_gold": False, "seed": sd},
+                              steps=args.erpo_steps, lr=args.lr, tasks_per_batch=args.tasks_per_batch,
+                              rollouts_per_task=args.rollouts, user_error_rate=args.error_rate, advantage_level=level,
+                              mask_user_errors=mask, eval_at=["end"],
+                              checkpoint_dir=str(work / f"{level}_{'mask' if mask else 'nomask'}_s{sd}"))
+            t = time.perf_counter()
+            r, outcomes = run_phase(data, cfg, names, t0)
+            runs.setdefault(name, []).append({"seed": sd, "history": [h for h in r["history"] if h["phase"] == "erpo"],
+                                              "outcomes": outcomes.get("end", []), "wall_s": round(time.perf_counter() - t, 1)})
+            (out / "partial.json").write_text(json.dumps({k: [{"seed": x["seed"], "outcomes": x["outcomes"]} for x in v]
+                                                          for k, v in runs.items()}))
+
+    # ---- 3. the tables
+    for name, _, _ in MULTI_ARMS:
+        hs = [x["history"] for x in runs[name]]
+        for env in envs + ["all"]:
+            eid = None if env == "all" else manifest[env]["env_id"]
+            row = {"arm": name, "env": env, **pass_ci(group_outcomes([x["outcomes"] for x in runs[name]], eid)),
+                   "seeds": len(seeds),
+                   "per seed": [pass_ci(group_outcomes([x["outcomes"]], eid), n_boot=1)["pass^1"] for x in runs[name]]}
+            if eid:
+                rew = series(hs, f"reward/{eid}", args.erpo_steps)
+                q = max(1, args.erpo_steps // 3)
+                row.update({"train reward first 1/3": _round(_mean(rew[:q])), "train reward last 1/3": _round(_mean(rew[-q:])),
+                            "adv scale": _round(_mean(series(hs, f"adv_scale/{eid}", args.erpo_steps))),
+                            "masked": _round(_mean(series(hs, f"masked_frac/{eid}", args.erpo_steps))),
+                            "dropped": _round(_mean(series(hs, f"dropped_frac/{eid}", args.erpo_steps)))})
+            rows.append(row)
+    arms = [a for a, _, _ in MULTI_ARMS]
+    curves = {name: {"reward": {e: series([x["history"] for x in runs[name]], f"reward/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
+                     "adv_scale": {e: series([x["history"] for x in runs[name]], f"adv_scale/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
+                     "masked": series([x["history"] for x in runs[name]], "masked_frac", args.erpo_steps),
+                     "dropped": series([x["history"] for x in runs[name]], "dropped_frac", args.erpo_steps)}
+              for name in arms}
+    plots = {
+        "heldout": plot_heldout(out / "heldout_pass1.png", rows, envs, ["after SFT", *arms]),
+        "reward": plot_lines(out / "train_reward.png", "training reward (all rollouts) per environment, mean of seeds",
+                             [(f"{e} ({difficulty[e]})", {a: curves[a]["reward"][e] for a in arms}) for e in envs], "reward"),
+        "adv_scale": plot_lines(out / "advantage_scale.png", "advantage scale (std dividing the advantages) per environment",
+                                [(f"{e} ({difficulty[e]})", {a: curves[a]["adv_scale"][e] for a in arms}) for e in envs], "std"),
+        "masking": plot_lines(out / "masked_dropped.png", "rollouts masked (judge-flagged) and tasks dropped (no variance)",
+                              [("masked fraction", {a: curves[a]["masked"] for a in arms}),
+                               ("dropped task fraction", {a: curves[a]["dropped"] for a in arms})], "fraction"),
+    }
+    controlled = {}
+    if args.controlled_steps:
+        print("== controlled ablation: synthetic learnable rewards of three difficulties", flush=True)
+        fr = [float(x) for x in args.controlled_fractions.split(",")]
+        controlled = controlled_multi(work, args.controlled_steps, args.error_rate, seeds, fr)
+        ce = list(controlled["fractions"])
+        plots["controlled"] = plot_lines(
+            out / "controlled_clean_reward.png", "controlled ablation: clean reward per step (mean of seeds)",
+            [(f"{e} (rewarded share {controlled['fractions'][e]})", {a: controlled["arms"][a]["clean_per_step"][e] for a in arms})
+             for e in ce], "clean reward")
+
+    table = table_markdown([{k: (f"[{v[0]:.3f}, {v[1]:.3f}]" if k == "ci" and v[0] is not None else v)
+                             for k, v in r.items() if k != "per seed"} | {"difficulty": difficulty.get(r["env"], "")}
+                            for r in rows])
+    summary = {"rows": rows, "difficulty": difficulty, "curves": curves, "controlled": controlled, "plots": plots,
+               "timings": {"sft_phase_s": round(sft_s, 1), "total_s": round(time.perf_counter() - t0, 1),
+                           "erpo_run_s": {a: [x["wall_s"] for x in runs[a]] for a in arms}},
+               "sft_data": {"sft_examples": sft_out["sft_examples"], **sft_out["data"]}}
+    (out / "results.json").write_text(json.dumps(summary, indent=1))
+    (out / "table.md").write_text(table + "\n")
+    (out / "manifest.json").write_text(json.dumps({
+        "command": "python benchmarks/learning_evidence.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "args": vars(args), "seeds": seeds, "base_checkpoint": str(base),
+        "base_manifest": json.loads((Path(base) / "base_manifest.json").read_text()) if (Path(base) / "base_manifest.json").is_file() else None,
+        "sft_config": cfg0.model_dump(mode="json"),
+        "erpo_config": {k: v for k, v in TrainConfig(**{**common, "sft_epochs": 0}, steps=args.erpo_steps, lr=args.lr,
+                                                   tasks_per_batch=args.tasks_per_batch, rollouts_per_task=args.rollouts,
+                                                   user_error_rate=args.error_rate).model_dump(mode="json").items()},
+        "arms": [{"arm": a, "advantage_level": lvl, "mask_user_errors": m} for a, lvl, m in MULTI_ARMS],
+        "splits": manifest, "env_names": {manifest[e]["env_id"]: e for e in envs}}, indent=1))
+    print("\n== held-out pass^1 per arm and environment (mean over seeds; 95% bootstrap CI over tasks)")
+    print(table)
+    if controlled:
+        print("\n== controlled ablation: clean reward, last quarter of the steps, per environment")
+        print(table_markdown([{"arm": a, **controlled["arms"][a]["clean_last_quarter"],
+                               "per seed (mean of envs)": controlled["arms"][a]["last_quarter_per_seed"]} for a in arms]))
+    print(f"\nwritten: {out}/results.json, table.md, manifest.json, {', '.join(Path(p).name for p in plots.values())}")
+    print(f"total {summary['timings']['total_s']} s")
+    return summary
+
+
+def _round(x):
+    return None if x is None else round(x, 3)
+
+
 if __name__ == "__main__":
-    main()
+    if "--single" in sys.argv:
+        sys.argv.remove("--single")
+        main_single()
+    else:
+        main_multi()

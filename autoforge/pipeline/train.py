@@ -110,31 +110,65 @@ def run_training(warehouse: str | None, config: TrainConfig | str | Path | dict 
 
 # --------------------------------------------------------------------------- the demo's short run
 
+DEMO_MAX_CALLS = 3  # the demo trains on tasks of at most this many gold calls and no reasoning node (lookup, then act)
+DEMO_ENVS = 3  # ... of the environments with the most such tasks
+DEMO_TOP_UP = 300  # candidates per environment of the demo's second factory batch on those (more short tasks to hold out)
 
-def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 2) -> TrainConfig:
-    """A run sized for ``autoforge demo`` (well under 2 minutes on 2 CPU cores): the shortest tasks,
-    a very small policy, a few held-out tasks, SFT then ``steps`` ERPO steps."""
-    # the shortest tasks, but enough of them: the smallest tool-call cap giving >= 16 train and >= 4 held-out tasks
-    rows = query(warehouse, "SELECT n_tool_calls AS n, sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS tr, "
-                            "sum(CASE WHEN split = 'test' THEN 1 ELSE 0 END) AS te FROM v_curated_tasks "
-                            "GROUP BY n_tool_calls ORDER BY n_tool_calls")
-    shortest, tr, te = None, 0, 0
-    for r in rows:
-        tr, te, shortest = tr + int(r["tr"]), te + int(r["te"]), int(r["n"])
-        if tr >= 16 and te >= 4:
-            break
+
+def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_MAX_CALLS) -> list[dict[str, Any]]:
+    """The ``k`` environments with the most curated short tasks (<= ``max_calls`` gold calls, no reasoning
+    node): ``[{"env_id", "env_name", "train", "test"}]``, most train tasks first (ties: by name)."""
+    rows = query(warehouse, "SELECT env_id, env_name, sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS train, "
+                            "sum(CASE WHEN split = 'test' THEN 1 ELSE 0 END) AS test FROM v_curated_tasks "
+                            "WHERE n_tool_calls <= :m AND n_reasoning_nodes = 0 GROUP BY env_id, env_name "
+                            "ORDER BY train DESC, env_name", {"m": max_calls})
+    return [{**r, "train": int(r["train"]), "test": int(r["test"])} for r in rows[:k]]
+
+
+def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base: str | Path | None = None,
+                envs: list[str] | None = None) -> TrainConfig:
+    """The ``autoforge demo`` run (about 5 minutes on one CPU core): the shipped base checkpoint
+    (``base``; :mod:`autoforge.rl.base`: it can copy values, it knows no task), the short tasks of the
+    :func:`demo_envs`, SFT on their gold replays (+ 1 value-substituted copy each), then ``steps`` ERPO
+    steps under 20% injected user errors; held-out pass^1 before SFT and after ERPO."""
+    from autoforge.rl.base import BASE_DIR, BaseSpec
+
+    spec = BaseSpec()
+    envs = envs if envs is not None else [r["env_name"] for r in demo_envs(warehouse)]
     return TrainConfig(
-        tiny_vocab_size=1024, tiny_hidden_size=64, tiny_num_layers=2, tiny_num_heads=4, tiny_max_positions=4096,
-        device="cpu", seed=0, max_tool_calls=shortest, prompt_tools="used", tool_schema="compact", max_train_tasks=16,
-        max_eval_tasks=6,
-        tasks_per_batch=2, rollouts_per_task=4, max_turns=4, max_new_tokens=48, max_episode_tokens=160,
-        steps=steps, lr=1e-3, sft_epochs=2, sft_lr=3e-3, sft_batch_size=4, sft_max_examples=16, micro_batch_size=4,
-        user_error_rate=0.2, eval_at=["start", "end"], rollout_concurrency=8, torch_threads=1,
-        checkpoint_dir=str(Path(out_dir) / "checkpoints"), checkpoint_every=max(steps, 1))
+        model_path=str(base or BASE_DIR), device="cpu", seed=0, torch_threads=1,
+        tiny_vocab_size=spec.vocab_size, tiny_hidden_size=spec.hidden_size, tiny_num_layers=spec.num_layers,
+        tiny_num_heads=spec.num_heads,
+        envs=envs, max_tool_calls=DEMO_MAX_CALLS, max_reasoning_nodes=0, prompt_tools="used", tool_schema="compact",
+        max_train_tasks=90, max_eval_tasks=20,
+        tasks_per_batch=4, rollouts_per_task=4, max_turns=6, max_new_tokens=80, max_episode_tokens=300,
+        steps=steps, lr=5e-5, sft_epochs=2, sft_lr=2e-3, sft_batch_size=8, sft_augment_copies=1, micro_batch_size=8,
+        user_error_rate=0.2, eval_at=["start", "sft", "end"], rollout_concurrency=8,
+        checkpoint_dir=str(Path(out_dir) / "checkpoints"), checkpoint_every=1000)
 
 
-def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 2,
-                  progress: Progress | None = None) -> dict[str, Any]:
-    """The demo's short ERPO run (SFT cold start, ``steps`` ERPO steps, held-out pass^1 before/after)."""
-    cfg = demo_config(warehouse, out_dir, steps)
-    return run_training(warehouse, cfg, progress=progress, out_dir=out_dir)
+def demo_headline(out: dict[str, Any], cfg: TrainConfig) -> str:
+    """``held-out pass^1: before X -> after Y (N tasks, E environments, S steps: ...)`` of a demo run."""
+    ev = out["evals"]
+    before, after = ev["start"], ev.get("end") or ev.get("sft")
+    n_sft = sum(1 for h in out["history"] if h["phase"] == "sft")
+    n_erpo = sum(1 for h in out["history"] if h["phase"] == "erpo")
+    mid = f", {ev['sft']['success_rate']:.3f} after SFT" if "sft" in ev and ev.get("end") else ""
+    return (f"held-out pass^1: before {before['success_rate']:.3f} -> after {after['success_rate']:.3f} "
+            f"({before['n_tasks']} tasks, {len(out['data']['environments'])} environments, {n_sft + n_erpo} steps: "
+            f"{n_sft} SFT + {n_erpo} ERPO{mid})")
+
+
+def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 4, progress: Progress | None = None,
+                  say=None, envs: list[str] | None = None) -> dict[str, Any]:
+    """The demo's run (:func:`demo_config`), building the base checkpoint first when it is absent
+    (:func:`autoforge.rl.base.ensure_base_checkpoint` says how long that takes). The result has
+    ``headline`` (:func:`demo_headline`) besides what :func:`run_training` returns."""
+    from autoforge.rl.base import ensure_base_checkpoint
+
+    base = ensure_base_checkpoint(say=say)
+    cfg = demo_config(warehouse, out_dir, steps, base=base, envs=envs)
+    out = run_training(warehouse, cfg, progress=progress, out_dir=out_dir)
+    out["headline"] = demo_headline(out, cfg)
+    out["config"] = cfg
+    return out

@@ -75,6 +75,12 @@ class TrainConfig(BaseModel):
         1.0, ge=0.0, description="Sampling temperature at rollout; the update recomputes log-probs with the same "
         "temperature so the PPO ratio is exactly 1 on-policy. 0 = greedy. Paper: not reported; ours (1.0 as in DAPO)."
     )
+    env_weights: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+        None, description="Per-environment sampling weights of the ERPO batch (env id or name -> weight): an "
+        "environment's expected share of each step's tasks is in proportion to its weight (unlisted: 1; 0: never "
+        "sampled); None = tasks uniformly, so each environment in proportion to its task count "
+        "(trainer.sample_tasks). Paper: batches mix environments, weights not reported; ours."
+    )
 
     # ----------------------------------------------------------------- ERPO
     steps: int = Field(10, ge=0, description="Number of ERPO steps (one batch of rollouts -> one or more updates each). Ours.")

@@ -148,6 +148,24 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def resolve_env_weights(cfg: TrainConfig, data: CuratedData, env_names: dict[str, str] | None = None
+                        ) -> dict[str, float] | None:
+    """``cfg.env_weights`` keyed by env id (keys may be ids or names); a key naming no environment of the
+    run is a ConfigError listing the ones there are."""
+    if not cfg.env_weights:
+        return None
+    ids = sorted({t.env_id for t in data.train})
+    by_name = {env_names.get(e, e): e for e in ids} if env_names else {}
+    out: dict[str, float] = {}
+    for key, w in cfg.env_weights.items():
+        env = key if key in ids else by_name.get(key)
+        if env is None:
+            known = ", ".join(f"{(env_names or {}).get(e, e)} ({e})" for e in ids)
+            raise ConfigError(f"env_weights: {key!r} is not an environment of this run's train tasks; use one of: {known}")
+        out[env] = float(w)
+    return out
+
+
 # --------------------------------------------------------------------------- the driver
 
 
@@ -251,7 +269,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, concurrency=cfg.rollout_concurrency,
             seed=cfg.seed)
         result = train(policy, data.train, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,
-                       before_erpo=before_erpo)
+                       before_erpo=before_erpo, env_weights=resolve_env_weights(cfg, data, env_names))
         t_end = time.perf_counter()
         if "sft_end" in marks:
             timings["sft_s"] = marks["sft_end"] - t

@@ -265,10 +265,61 @@ def _reward_metrics(trajs: Sequence[Trajectory]) -> dict[str, float]:
     return out
 
 
+def sample_tasks(tasks: Sequence[Any], k: int, seed: int, env_weights: dict[str, float] | None = None) -> list[Any]:
+    """The ``k`` tasks of one ERPO step (deterministic in ``seed``).
+
+    Without ``env_weights``: a uniform sample without replacement (each environment in
+    proportion to its task count). With them (TrainConfig.env_weights, keys = env ids): each
+    task weighs ``w_env / n_env`` so an environment's expected share of the batch is in
+    proportion to its weight (an environment missing from the mapping weighs 1, weight 0 leaves
+    it out); weighted sampling without replacement by Efraimidis-Spirakis keys ``u ** (1 / w)``.
+    """
+    tasks = list(tasks)
+    if not env_weights:
+        return random.Random(seed).sample(tasks, min(k, len(tasks)))
+    env_of = lambda t: t["env_id"] if isinstance(t, dict) else t.env_id  # noqa: E731
+    count: dict[str, int] = defaultdict(int)
+    for t in tasks:
+        count[env_of(t)] += 1
+    rng = random.Random(seed)
+    keyed = []
+    for i, t in enumerate(tasks):
+        w = float(env_weights.get(env_of(t), 1.0)) / count[env_of(t)]
+        u = rng.random()
+        if w > 0:
+            keyed.append((u ** (1.0 / w), i))
+    keyed.sort(reverse=True)
+    return [tasks[i] for _, i in keyed[:k]]
+
+
+def env_group_metrics(trajs: Sequence[Trajectory], info, cfg: TrainConfig) -> dict[str, float]:
+    """Per-environment bookkeeping of one ERPO step: the advantage scale (the std that divided the
+    advantages: the pooled std for level env, the mean of the kept tasks' stds for level task),
+    the rollouts masked (judge-flagged, when masking is on) and the share of tasks dropped."""
+    env_of_task = {t.task_id: t.env_id for t in trajs}
+    out: dict[str, float] = {}
+    for env in sorted(set(env_of_task.values())):
+        tasks = [tid for tid, e in env_of_task.items() if e == env]
+        kept = [tid for tid in info.kept_tasks if env_of_task.get(tid) == env]
+        if cfg.advantage_level == "env":
+            scale = info.scale.get(env)
+        else:
+            stds = [info.scale[tid] for tid in kept if tid in info.scale]
+            scale = sum(stds) / len(stds) if stds else None
+        if scale is not None:
+            out[f"adv_scale/{env}"] = scale
+        rolls = [t for t in trajs if t.env_id == env]
+        out[f"masked_frac/{env}"] = (sum(not t.valid for t in rolls) / len(rolls)) if cfg.mask_user_errors else 0.0
+        out[f"dropped_frac/{env}"] = 1.0 - len(kept) / len(tasks)
+    return out
+
+
 def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
                log_fn: LogFn | None = None, history: list[dict] | None = None,
-               resume_state: dict | None = None, sft_done: bool = True, ref_model=None) -> list[dict]:
-    """``cfg.steps`` ERPO steps. ``tasks`` are whatever ``rollout_fn`` understands (Task records)."""
+               resume_state: dict | None = None, sft_done: bool = True, ref_model=None,
+               env_weights: dict[str, float] | None = None) -> list[dict]:
+    """``cfg.steps`` ERPO steps. ``tasks`` are whatever ``rollout_fn`` understands (Task records).
+    ``env_weights`` (env id -> weight) overrides ``cfg.env_weights`` (the driver resolves names to ids)."""
     if not tasks:
         raise ConfigError("train_erpo: no tasks to train on; make curated tasks first (autoforge factory)")
     model, history = policy.model, history if history is not None else []
@@ -284,7 +335,8 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
         t0 = time.perf_counter()
         seed = _step_seed(cfg.seed, "erpo", step)
         # 1. sample: tasks for this step (deterministic per step, so a resumed run picks the same ones)
-        batch_tasks = random.Random(seed).sample(list(tasks), min(cfg.tasks_per_batch, len(tasks)))
+        batch_tasks = sample_tasks(tasks, cfg.tasks_per_batch, seed, env_weights if env_weights is not None
+                                   else cfg.env_weights)
         torch.manual_seed(seed)
         trajs = rollout_fn(policy, batch_tasks, cfg.rollouts_per_task)
         if not trajs:
@@ -304,7 +356,9 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
                        masked_frac=info.masked / len(trajs) if cfg.mask_user_errors else 0.0,
                        judge_flagged_frac=sum(not t.valid for t in trajs) / len(trajs),
                        dropped_tasks=len(info.dropped_tasks), kept_rollouts=len(kept),
+                       dropped_frac=len(info.dropped_tasks) / max(1, len({t.task_id for t in trajs})),
                        gen_tokens=sum(t.n_generated for t in trajs), rollout_s=t_roll, lr=cfg.lr)
+        metrics.update(env_group_metrics(trajs, info, cfg))
 
         # 4-5. loss on the exact generated token ids, AdamW step (skipped when nothing survives filtering)
         if kept:
@@ -343,7 +397,8 @@ def _reference_model(policy: Policy, cfg: TrainConfig):
 
 def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
           sft_examples: Sequence | None = None, log_fn: LogFn | None = None,
-          before_erpo: Callable[[Policy], None] | None = None) -> TrainResult:
+          before_erpo: Callable[[Policy], None] | None = None,
+          env_weights: dict[str, float] | None = None) -> TrainResult:
     """SFT cold start (if examples and ``sft_epochs``) then ERPO, resuming from ``cfg.checkpoint_dir``.
 
     ``before_erpo(policy)`` runs when ERPO starts from its first step (after SFT; e.g. the
@@ -370,7 +425,7 @@ def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: Trai
     if before_erpo is not None and not (state and state["phase"] == "erpo"):
         before_erpo(policy)
     history = train_erpo(policy, tasks, rollout_fn, cfg, log_fn, history, sft_done=True,
-                         resume_state=state if state and state["phase"] == "erpo" else None)
+                         resume_state=state if state and state["phase"] == "erpo" else None, env_weights=env_weights)
     result.history = history
     result.last_checkpoint = ckpt.latest_checkpoint(cfg.checkpoint_dir)
     return result
