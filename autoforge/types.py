@@ -33,13 +33,23 @@ def content_id(prefix: str, *parts: Any) -> str:
     return f"{prefix}_{content_hash(list(parts))}"
 
 
-_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
+try:  # canonical_json's bytes from one C encoder made once (json.dumps builds one per call)
+    from json.encoder import c_make_encoder as _c_make_encoder
+    from json.encoder import encode_basestring as _quote
+
+    _ENCODE = _c_make_encoder(None, str, _quote, None, ":", ",", True, False, True)
+
+    def _canon(obj: Any) -> str:
+        return "".join(_ENCODE(obj, 0))
+except (ImportError, TypeError):  # pragma: no cover - no C accelerator
+    _canon, _quote = canonical_json, json.encoder.py_encode_basestring
+
 _HASH_MOD = 1 << 512
 STATE_HASH_PREFIX = "h2:"  # version 2; a legacy (version 1) hash is 64 hex digits with no prefix
 
 
-def _piece_digest(piece: Any) -> int:
-    return int.from_bytes(hashlib.blake2b(_CANON(piece).encode(), digest_size=64).digest(), "big")
+def _digest_text(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=64).digest(), "big")
 
 
 def state_hash(state: dict) -> str:
@@ -56,11 +66,14 @@ def state_hash(state: dict) -> str:
     total = 0
     for name, value in state.items():
         if isinstance(value, dict):
-            total += _piece_digest(["d", {name: None}])
-            for key, record in value.items():
-                total += _piece_digest(["r", {name: {key: record}}])
+            total += _digest_text(_canon(["d", {name: None}]))
+            head = '["r",{' + _quote(name) + ":{" if type(name) is str else None
+            for key, record in value.items():  # canonical_json(["r", {name: {key: record}}]), built up
+                text = (head + _quote(key) + ":" + _canon(record) + "}}]" if head and type(key) is str
+                        else _canon(["r", {name: {key: record}}]))
+                total += _digest_text(text)
         else:
-            total += _piece_digest(["v", {name: value}])
+            total += _digest_text(_canon(["v", {name: value}]))
     return STATE_HASH_PREFIX + hashlib.sha256((total % _HASH_MOD).to_bytes(64, "big")).hexdigest()
 
 

@@ -4,6 +4,7 @@ reset, and the incremental state hash (version 2), which must equal hashing the 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 
 import pytest
@@ -15,7 +16,7 @@ from test_rollout_support import make_tools, tasks_and_dags
 from autoforge.envs.runtime import Environment, ResidentState, run_tool_direct
 from autoforge.rollout.reward import score
 from autoforge.tasks.verify import check_replay
-from autoforge.types import STATE_HASH_PREFIX, legacy_state_hash, state_hash, state_hash_like
+from autoforge.types import STATE_HASH_PREFIX, canonical_json, legacy_state_hash, state_hash, state_hash_like
 
 # One tool that applies a list of edits, so a random edit sequence is a random sequence of calls.
 EDIT = tool_code("edit", '''
@@ -153,6 +154,28 @@ def test_the_incremental_hash_equals_hashing_the_whole_state(env, steps):
                 assert obs.rolled_back == (json.dumps(reached) != json.dumps(model)), (step, obs)
             model = after
         _same(env, model)
+
+
+def _reference_hash(state: dict) -> str:
+    """Version 2 written out from its definition (autoforge.types.state_hash), piece by piece."""
+    def digest(piece):
+        return int.from_bytes(hashlib.blake2b(canonical_json(piece).encode(), digest_size=64).digest(), "big")
+
+    total = 0
+    for name, value in state.items():
+        if isinstance(value, dict):
+            total += digest(["d", {name: None}]) + sum(digest(["r", {name: {k: v}}]) for k, v in value.items())
+        else:
+            total += digest(["v", {name: value}])
+    return "h2:" + hashlib.sha256((total % (1 << 512)).to_bytes(64, "big")).hexdigest()
+
+
+@settings(max_examples=50, deadline=None)
+@given(state=st.dictionaries(st.text(max_size=3), st.one_of(st.dictionaries(st.text(max_size=3), _values, max_size=4),
+                                                              _values), max_size=4))
+def test_the_hash_is_its_definition(state):
+    assert state_hash(state) == _reference_hash(state)
+    assert state_hash({1: {2: "x"}}) == _reference_hash({1: {2: "x"}})  # non-string keys, as canonical JSON has them
 
 
 def test_equal_states_hash_equal_whatever_the_order_and_history():

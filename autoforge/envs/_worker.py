@@ -10,25 +10,32 @@ Requests -> replies:
                                -> ["ok", {name: load_error_or_null}]   compile (already checked) code;
                                   ``name`` is the public tool name, ``function_name`` the Python
                                   function (default: ``name``), ``arg_map`` public -> Python argument names
-    ["reset", state]           -> ["ok", {name: load_error_or_null}]   a new state
+    ["reset", key, state]      -> ["ok", {name: load_error_or_null}]   start from ``state``, kept as ``key``
+    ["reset", key]             -> ["ok", ...] / ["missing", key]      start from the resident state ``key``
     ["call", name, args]       -> [kind, output, error, rolled_back]   kind: ok | tool_error | invalid_arguments | crashed | memory_limit
     ["state"]                  -> ["ok", state]
-    ["hash"]                   -> ["ok", sha256 of canonical JSON]  /  ["error", msg]
+    ["hash"]                   -> ["ok", "h2:..."]   the state hash (autoforge.types.state_hash), kept up to date
 
-Calls are all-or-nothing. The worker keeps the committed state as JSON bytes, one piece per
-top-level entry (collection), beside the live object the tools mutate. After a call that
-returned a value, the state is encoded strictly (:func:`encode`: JSON types only, string keys,
-finite floats, integers in the signed 64-bit range, valid Unicode); the entries whose bytes
-changed are committed and rebuilt from their bytes, so what a call changed is a plain JSON
-value afterwards (no tuples, aliases or references a tool kept into it; an entry whose bytes
-did not change keeps its objects, which encode to the same JSON). A call that returned
-``error(...)``, raised, returned a non-JSON value or left one in the state is undone: the
-changed entries are rebuilt from the committed bytes (``rolled_back`` says whether the tool
-had changed anything). ``get_state`` sends the committed bytes and the hash is computed from
-them, so both always describe the same state. Every call also runs in fresh module globals
-(the module code is executed again, ~0.5 us), so a module-level ``CALLS = []`` or a default
-argument cannot carry anything from one call to the next. Timeouts and the memory limit kill
-the worker; the parent rebuilds the state by replaying the calls that succeeded since the reset.
+The state a task starts from stays RESIDENT (a few, keyed by the sha256 of their JSON, which the
+parent computes): sent once per task, not per episode. The committed state is JSON bytes per
+record of each dict-valued top-level entry (collection), shared with the resident state until an
+episode changes it (copy on write), with a digest per record whose sum is the state hash.
+
+Calls are all-or-nothing. The tools see each collection as a :class:`_Records` dict whose
+records are decoded from the committed bytes when first read in a call; after the call the
+records it read or wrote (all of them after a scan) are encoded strictly (:func:`encode`: JSON
+types only, string keys, finite floats, integers in the signed 64-bit range, valid Unicode), the
+changed ones are committed and their digests replaced, and every record handed out becomes a
+placeholder again, so what a call changed is a plain JSON value afterwards (no tuples, aliases
+or references a tool kept into it). A call that returned ``error(...)``, raised, returned a
+non-JSON value or left one in the state is undone the same way, without committing
+(``rolled_back`` says whether the tool had changed anything). A reset puts back only the records
+the episode changed. ``get_state`` sends the committed bytes and the hash is the committed
+digests' sum, so both always describe the same state. Every call also runs in fresh module
+globals (the module code is executed again, ~0.5 us), so a module-level ``CALLS = []`` or a
+default argument cannot carry anything from one call to the next. Timeouts and the memory limit
+kill the worker; the parent rebuilds the state by replaying the calls that succeeded since the
+reset.
 
 Containment set up here before the first request (the parent adds the wall-clock timeout):
 RLIMIT_AS (address space = what the interpreter uses now + MEMORY_MB), RLIMIT_CPU (raised per
@@ -312,24 +319,36 @@ def encode(value: Any, where: str, *, output: bool = False) -> bytes:
 # a call that changes k records updates it with 2k digests. :func:`autoforge.types.state_hash`
 # computes the same from a plain dict (tests/test_episode_state.py checks they agree).
 
-_CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+try:  # one C encoder made once (json.dumps builds one per call); the state holds JSON values only
+    from json.encoder import c_make_encoder as _c_make_encoder
+    from json.encoder import encode_basestring as _quote
+
+    _ENCODE = _c_make_encoder(None, None, _quote, None, ":", ",", True, False, True)
+
+    def _canon(obj: Any) -> str:
+        return "".join(_ENCODE(obj, 0))
+except (ImportError, TypeError):  # pragma: no cover - no C accelerator
+    _canon = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+    _quote = json.encoder.py_encode_basestring
+
 HASH_MOD = 1 << 512
 
 
-def _digest(piece: Any) -> int:
-    return int.from_bytes(hashlib.blake2b(_CANON(piece).encode(), digest_size=64).digest(), "big")
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=64).digest(), "big")
 
 
 def record_digest(name: str, key: str, record: Any) -> int:
-    return _digest(["r", {name: {key: record}}])
+    """The digest of ``["r", {name: {key: record}}]`` (keys are strings here)."""
+    return _digest('["r",{' + _quote(name) + ":{" + _quote(key) + ":" + _canon(record) + "}}]")
 
 
 def collection_digest(name: str) -> int:
-    return _digest(["d", {name: None}])
+    return _digest(_canon(["d", {name: None}]))
 
 
 def value_digest(name: str, value: Any) -> int:
-    return _digest(["v", {name: value}])
+    return _digest(_canon(["v", {name: value}]))
 
 
 def hash_text(total: int) -> str:
@@ -346,7 +365,8 @@ def hash_text(total: int) -> str:
 # encoded again and compared; a reset puts back only the collections the episode changed.
 
 RESIDENT_STATES = 8  # initial states kept per worker
-RESIDENT_BYTES = 64 * 1024 * 1024  # ... and at most this much JSON of them (the current one always stays)
+RESIDENT_BYTES = 64 * 1024 * 1024  # ... and at most this much JSON of them, and an eighth of the
+# worker's memory limit (the current one always stays; in memory a state takes ~2-3x its JSON)
 
 
 class _Absent:
@@ -879,6 +899,7 @@ class Worker:
         self.binders: dict[str, sandbox.ArgBinder] = {}
         self.load_errors: dict[str, str | None] = {}
         self.resident: dict[str, _Resident] = {}  # key -> initial state, least recently used first
+        self.resident_bytes = RESIDENT_BYTES  # main() lowers it to an eighth of the memory limit
         self.base: _Resident | None = None  # the resident state the episode started from
         self.entries: dict[str, _Col | _Val] = {}  # the committed state, entry by entry, in order
         self.state: dict = {}  # what the tools get: entry name -> its live value (_Records for a dict)
@@ -1016,7 +1037,7 @@ class Worker:
             res = _Resident(state, size)
         self.resident[key] = res  # most recently used last
         while len(self.resident) > 1 and (len(self.resident) > RESIDENT_STATES or
-                                          sum(r.size for r in self.resident.values()) > RESIDENT_BYTES):
+                                          sum(r.size for r in self.resident.values()) > self.resident_bytes):
             del self.resident[next(iter(self.resident))]
         if res is self.base and "" not in self.changed:
             if self.changed:  # put back only the records the episode changed
@@ -1170,6 +1191,7 @@ def main(argv: list[str]) -> None:
     rfd, wfd, memory_mb, cpu_s = int(argv[0]), int(argv[1]), int(argv[2]), float(argv[3])
     os.chdir("/")
     worker = Worker(cpu_s)
+    worker.resident_bytes = min(RESIDENT_BYTES, memory_mb * 1024 * 1024 // 8)  # resident states' JSON
     _set_limits(memory_mb)
     _drop_root()
     serve(rfd, wfd, worker)

@@ -18,7 +18,7 @@ non-JSON output or state, a timeout, the memory limit.
 
 A call is all or nothing: every failure leaves the state exactly as it was. The worker undoes
 a returned error, an exception or a non-JSON value itself (it keeps the committed state as
-JSON bytes); after a worker is killed a fresh one is started and the state is rebuilt by
+JSON bytes per record); after a worker is killed a fresh one is started and the state is rebuilt by
 replaying the successful calls since the last reset (tools are deterministic, and each call
 runs in fresh module globals), so the episode can go on.
 
@@ -26,7 +26,9 @@ Not thread-safe: one Environment per rollout thread (each has its own worker). W
 pooled: :meth:`Environment.close` hands its worker back and the next Environment with the same
 limits loads its own tools into it (the state is replaced on every load and reset, module
 globals on every call), so opening an Environment per task costs about a millisecond, not a
-process start.
+process start. The worker keeps the initial states it was sent (:meth:`Environment.reset`), so
+an episode's reset, calls and hash cost what the episode changes, not the size of the state
+(``benchmarks/episode_overhead.py``).
 """
 
 from __future__ import annotations
