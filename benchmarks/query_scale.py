@@ -2,7 +2,8 @@
 
 Fills a fresh warehouse (every migration applied) with ``--rows`` synthetic tasks of realistic
 column sizes (initial and gold state JSON ~0.5 KB each, request ~180 chars, user facts, gold
-calls, gold hash; 15 in 16 verified, 13/3 train/test split, 1-6 tool calls, 50 environments), their
+calls, gold hash; 15 in 16 verified, 13/3 train/test split, 1-6 tool calls, 50 environments whose
+tasks lie together as the stages write them), their
 verification rows (10 checks per checked task, as the verify stage writes) and environment rows,
 (and ``tasks.n_checks_passed``, which the writer keeps, sql/053), then times the curated-task queries the trainer, the evaluator, the factory summary and the
 README run, each the median of ``--repeat`` runs after one warm-up:
@@ -78,7 +79,8 @@ def fill_sql(rows: int, dialect: str) -> list[str]:
     txt = "::VARCHAR" if duck else "::text"
     h = lambda e: f"md5(({e}){txt})"  # noqa: E731 - a 32-char hex string
     num = lambda e, n: f"(({e}) % {n})"  # noqa: E731
-    env = f"lpad({num('i', N_ENVS)}{txt}, 2, '0')"
+    # tasks of one environment lie together, as the stages write them (one environment's records after another's)
+    env = f"lpad((i * {N_ENVS} // {rows}){txt}, 2, '0')" if duck else f"lpad((i * {N_ENVS} / {rows}){txt}, 2, '0')"
     state = ("'{\"customers\": {\"c_' || " + h("i") + " || '\": {\"customer_id\": \"c_' || " + h("i") + " || '\", \"name\": \"Ann "
              "' || substr(" + h("i + 1") + ", 1, 8) || '\", \"email\": \"' || substr(" + h("i + 2") + ", 1, 10) || "
              "'@example.com\", \"status\": \"active\", \"balance\": ' || " + num("i", 9973) + " || '}}, "

@@ -95,10 +95,13 @@ def write_records(
             table_of(model)  # raises with the list of known models
         pk = TABLES[model][1]
         by_table[model][tuple(getattr(rec, k) for k in pk)] = rec
-    # Tables in TABLES' order and rows in key order: every writer takes row locks in the same order, so
-    # two PostgreSQL writers upserting overlapping rows wait for each other instead of deadlocking.
-    batches = [(model, [recs[k] for k in sorted(recs, key=_sort_key)]) for model in TABLES if (recs := by_table.get(model))]
+    # Tables in TABLES' order and, on PostgreSQL, rows in key order: every writer takes row locks in the same
+    # order, so two writers upserting overlapping rows wait for each other instead of deadlocking. DuckDB (one
+    # writer) keeps the order the stage made them in: an environment's tasks stay together in the file, and a
+    # read of one environment skips the rest (zone maps).
     url = resolve_url(warehouse)
+    order = (lambda keys: keys) if is_duckdb(url) else (lambda keys: sorted(keys, key=_sort_key))
+    batches = [(model, [recs[k] for k in order(list(recs))]) for model in TABLES if (recs := by_table.get(model))]
     for attempt in range(_PG_RETRIES + 1):
         try:
             return _write(url, batches, migrate)
@@ -340,8 +343,11 @@ def _query_error(exc: BaseException) -> WarehouseError:
 def _rows(result: sa.CursorResult) -> list[dict]:
     if not result.returns_rows:
         return []
-    keys = list(result.keys())  # zip over plain tuples: ~3x faster than Row._mapping on 600k-row reads
-    return [dict(zip(keys, row)) for row in result.fetchall()]
+    # The driver's own rows, zipped with the names: SQLAlchemy's Row objects (no type processing happens for
+    # these textual queries) cost ~3x more at 500k rows (benchmarks/query_scale.py).
+    cur = result.cursor
+    keys = [d[0] for d in cur.description]
+    return [dict(zip(keys, row)) for row in cur.fetchall()]
 
 
 def _refuse_server_file_roles(conn: sa.Connection) -> None:
