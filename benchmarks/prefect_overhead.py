@@ -2,7 +2,8 @@
 through the plain library path (``autoforge.pipeline.run_factory``), each into a fresh warehouse.
 
     python benchmarks/prefect_overhead.py                         # 2 environments, 10 tasks each
-    python benchmarks/prefect_overhead.py --max-envs 11 --tasks-per-env 110 --repeat 1   # the full corpus
+    python benchmarks/prefect_overhead.py --max-envs 11 --tasks-per-env 110 --repeat 3   # the full corpus
+    python benchmarks/prefect_overhead.py --task-runner thread                          # process (default) | dask
     PREFECT_API_URL=http://127.0.0.1:4200/api python benchmarks/prefect_overhead.py      # against a server
 
 Prints the wall time of each path, the orchestration overhead (flow minus library) and its
@@ -10,7 +11,9 @@ share of the flow's wall time, and checks that both paths stored the same number
 table. Without ``PREFECT_API_URL`` the flow talks to an ephemeral server started in this
 process; its start-up (9-24 s on a loaded 2-core machine) is paid once, timed on its own
 with an empty flow, and NOT counted in the overhead. With ``--repeat N`` the two paths
-alternate N times and medians are reported.
+alternate N times and medians are reported. ``--task-runner`` picks the flow's task runner (the
+factory's default, ``process``, when not given; ``dask`` starts a local cluster per factory run,
+its start-up counted).
 """
 
 from __future__ import annotations
@@ -47,11 +50,11 @@ def run_library(params: dict, warehouse: str) -> tuple[float, dict]:
     return time.perf_counter() - t0, out["stages"]
 
 
-def run_flow(params: dict, warehouse: str) -> float:
+def run_flow(params: dict, warehouse: str, task_runner: str) -> float:
     from flows.factory import factory_flow
 
     t0 = time.perf_counter()
-    factory_flow(**params, warehouse=warehouse)
+    factory_flow(**params, warehouse=warehouse, task_runner=task_runner)
     return time.perf_counter() - t0
 
 
@@ -62,7 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=1, help="alternate the two paths N times, report medians")
     ap.add_argument("--keep", metavar="DIR", help="write the warehouses here instead of a temporary folder")
+    ap.add_argument("--task-runner", choices=["thread", "process", "dask"], default=None,
+                    help="the flow's task runner (default: the factory's, flows._common.FACTORY_DEFAULT)")
     args = ap.parse_args(argv)
+    from flows._common import FACTORY_DEFAULT
+
+    runner = args.task_runner or FACTORY_DEFAULT
     params = {"max_envs": args.max_envs, "tasks_per_env": args.tasks_per_env, "seed": args.seed}
 
     from prefect import flow
@@ -87,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         s, stages = run_library(params, lib_wh)
         lib_s.append(s)
         stage_s.append(stages)
-        flow_s.append(run_flow(params, flow_wh))
+        flow_s.append(run_flow(params, flow_wh, runner))
         c_lib, c_flow = counts(lib_wh), counts(flow_wh)
         if c_lib != c_flow:
             diff = {t: (c_lib[t], c_flow[t]) for t in TABLES if c_lib[t] != c_flow[t]}
@@ -97,10 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     overhead = fl - lib
     tasks = c_flow["tasks"]
     print(f"\nfactory batch: {args.max_envs} environments x {args.tasks_per_env} tasks/env, seed {args.seed}; "
-          f"{tasks} tasks stored ({'median of ' + str(args.repeat) if args.repeat > 1 else '1 run'})")
+          f"{tasks} tasks stored ({'median of ' + str(args.repeat) if args.repeat > 1 else '1 run'}); "
+          f"flow task runner: {runner}")
+    if args.repeat > 1:
+        print("each run (library s, flow s, Prefect's share): " + "; ".join(
+            f"{a:.1f}, {b:.1f}, {100 * (b - a) / b:.0f}%" for a, b in zip(lib_s, flow_s)))
+        print(f"median of the runs' shares: {statistics.median(100 * (b - a) / b for a, b in zip(lib_s, flow_s)):.0f}%")
     print(f"{'path':<28}{'wall s':>10}")
     print(f"{'library (run_factory)':<28}{lib:>10.2f}")
-    print(f"{'Prefect flow (factory)':<28}{fl:>10.2f}")
+    print(f"{'Prefect flow (' + runner + ')':<28}{fl:>10.2f}")
     print(f"{'orchestration overhead':<28}{overhead:>10.2f}")
     print(f"Prefect's share of the factory wall time: {100 * overhead / fl:.0f}% "
           f"(work itself: {100 * lib / fl:.0f}%)")
