@@ -968,8 +968,8 @@ class Worker:
         for e in entries.values():  # live values are the committed ones again, decoded afresh when read
             if type(e) is _Col:
                 live = e.live
-                if (live.scan or live.edit or not keep or problem is not None or new_entries is not None
-                        or (e.name in found and found[e.name][1])):
+                if (live.scan or live.edit or problem is not None or new_entries is not None
+                        or (e.name in found and found[e.name][1])):  # else only what the call touched
                     e.refill()
                 elif live.seen:
                     e.refill(live.seen)
