@@ -268,8 +268,9 @@ def test_reset_restores_exactly():
 def test_a_failed_call_rolls_back_exactly_and_says_so():
     with Environment([EDIT]) as env:
         env.reset(INITIAL)
-        for ops in ([["set", "a", "k1", 5], ["fail"]], [["del", "a", "k2"], ["raise"]], [["set", "a", "k9", 1], ["nan", "a", "k1"]],
-                    [["coll", "z", {}], ["fail"]], [["past", "a", "k1", 0], ["fail"]]):
+        for ops in ([["set", "a", "k1", 5], ["fail"]], [["del", "a", "k2"], ["raise"]],
+                    [["set", "a", "k9", 1], ["nan", "a", "k1"]], [["coll", "z", {}], ["fail"]],
+                    [["past", "a", "k1", 0], ["fail"]], [["scan", "a", "x", 9], ["fail"]]):
             obs = env.call("edit", {"ops": ops})
             assert not obs.ok and obs.rolled_back, (ops, obs)
             assert json.dumps(env.get_state()) == json.dumps(INITIAL)
