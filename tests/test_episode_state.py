@@ -296,3 +296,39 @@ def test_a_legacy_gold_hash_still_verifies_and_scores():
     # the engine hands the reward a version-2 final hash; against a version-1 S* it is redone as version 1
     assert score(legacy, task.gold_state, state_hash(task.gold_state))[0] == 1.0
     assert score(legacy, task.initial_state, state_hash(task.initial_state))[0] == 0.0
+
+
+OPS = tool_code("ops", '''
+import copy as cp
+import json
+
+def ops(state):
+    a, b = state["a"], state["b"]
+    out = {"eq": a == b, "ne": a != state["c"], "eq_plain": {"k1": {"x": 1}, "k2": {"x": 2}} == a,
+           "copy": a.copy(), "dict": dict(a), "spread": {**b}, "union": a | b, "json": json.dumps(a, sort_keys=True),
+           "shallow": cp.copy(b), "deep": copy(a), "sorted": sorted(a.items()), "len": len(a), "in": "k1" in a,
+           "values": list(b.values()), "get": a.get("k2"), "missing": a.get("nope", 0), "repr": repr(b) == repr(dict(b))}
+    c = state["c"]
+    c.setdefault("k9", {"x": 9})
+    out["popitem"] = c.popitem()
+    c.update({"k1": {"x": 10}}, k2={"x": 20})
+    b |= {"k5": {"x": 5}}
+    state["d"] = {**state["d"], "n": 1}
+    return out
+''')
+
+
+def test_collections_behave_as_plain_dicts():
+    """A tool sees collections whose records are decoded when read: every dict operation gives what
+    it gives on the plain state, and the state ends the same."""
+    start = {"a": {"k1": {"x": 1}, "k2": {"x": 2}}, "b": {"k1": {"x": 1}, "k2": {"x": 2}},
+             "c": {"k1": {"x": 3}}, "d": {"m": {"x": 0}}}
+    direct_state = copy.deepcopy(start)
+    direct = run_tool_direct(OPS, direct_state, {})
+    with Environment([OPS]) as env:
+        env.reset(start)
+        obs = env.call("ops")
+        assert obs.ok, obs
+        assert obs.output == json.loads(json.dumps(direct))
+        assert json.dumps(env.get_state()) == json.dumps(direct_state)
+        assert env.state_hash() == state_hash(direct_state)

@@ -553,11 +553,13 @@ class _Records(dict):
 
     def __eq__(self, other):
         self._all()
+        if isinstance(other, _Records):
+            other._all()
         return dict.__eq__(self, other)
 
     def __ne__(self, other):
-        self._all()
-        return dict.__ne__(self, other)
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     __hash__ = None
 
