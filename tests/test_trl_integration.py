@@ -157,6 +157,29 @@ def test_batch_advantages_equal_compute_advantages_on_the_worked_example():
     assert adv2.tolist() == pytest.approx([0.0, 0.0, -1.0, 1.0], abs=1e-5)  # t2 alone sets the pooled std (0.5)
 
 
+def test_add_response_template_reads_hermes_tool_calls(tmp_path):
+    from autoforge.rl.policy import build_tokenizer
+
+    tok = add_response_template(build_tokenizer(["find the order O0001 of ava@example.com"] * 5, vocab_size=300))
+    prefix = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    text = '<think>look it up</think>\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "O0001"}}\n</tool_call><|im_end|>'
+    parsed = tok.parse_response(tok(text, add_special_tokens=False)["input_ids"], prefix=prefix)
+    assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "get_order",
+                                                                      "arguments": {"order_id": "O0001"}}}]
+    assert parsed["content"] == "<think>look it up</think>"  # interleaved thinking stays in the text
+    tok.save_pretrained(tmp_path)
+    before = (tmp_path / "tokenizer.json").read_bytes()
+    cfg = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    del cfg["response_template"]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    assert add_response_template(tmp_path) == tmp_path  # a model directory: only tokenizer_config.json changes
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text())["response_template"]["fields"]["tool_calls"]
+    assert (tmp_path / "tokenizer.json").read_bytes() == before
+    tok.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"
+    with pytest.raises(ConfigError, match="does not render Hermes"):
+        add_response_template(tok)
+
+
 @pytest.mark.slow
 def test_erpo_trainer_two_real_trl_steps_over_two_environments(wh, tmp_path):
     from trl import GRPOConfig
@@ -202,6 +225,7 @@ def test_erpo_trainer_two_real_trl_steps_over_two_environments(wh, tmp_path):
     want = compute_advantages([s if v else 0.0 for s, v in zip(summed, valid)], last["task_ids"], last["env_ids"], valid)
     assert last["advantages"].tolist() == pytest.approx([0.0 if w is None else w for w in want], abs=1e-6)
     assert any(w is not None and w != 0 for w in want)
-    print(f"\nTRL 2 steps: loss {[h['loss'] for h in logs]}, reward {[round(h['reward'], 4) for h in logs]}, "
+    print(f"\nTRL 2 steps: loss {[h['loss'] for h in logs]}, grad_norm {[round(h['grad_norm'], 3) for h in logs]}, "
+          f"reward {[round(h['reward'], 4) for h in logs]}, "
           f"AutoForge reward {[[h.get(k) for k in h if k.startswith('rewards/AutoForge') and k.endswith('/mean')] for h in logs]}, "
           f"wall {wall:.1f} s, cpu {cpu:.1f} s")

@@ -122,23 +122,30 @@ def add_response_template(tokenizer_or_dir: Any) -> Any:
     ``<tool_call>`` blocks is refused (the template would never match what it generates).
     """
     if isinstance(tokenizer_or_dir, (str, Path)):
-        from transformers import AutoTokenizer
-
         path = Path(tokenizer_or_dir).expanduser()
-        if not (path / "tokenizer_config.json").is_file():
+        cfg_path = path / "tokenizer_config.json"
+        if not cfg_path.is_file():
             raise ConfigError(f"{str(path)!r} is not a model directory with a tokenizer (no tokenizer_config.json)")
-        tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-        add_response_template(tok)
-        tok.save_pretrained(str(path))
+        cfg = json.loads(cfg_path.read_text())
+        jinja = path / "chat_template.jinja"
+        _check_hermes(cfg.get("chat_template") or (jinja.read_text() if jinja.is_file() else ""), str(path))
+        cfg["response_template"] = RESPONSE_TEMPLATE
+        tmp = cfg_path.with_name(cfg_path.name + ".tmp")
+        tmp.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
+        tmp.replace(cfg_path)  # all or nothing: the weights and the other tokenizer files are not touched
         return path
     tok = tokenizer_or_dir
-    template = getattr(tok, "chat_template", None) or ""
-    if "<tool_call>" not in template or "<|im_start|>" not in template:
-        raise ConfigError("add_response_template: the tokenizer's chat template does not render Hermes "
-                          "<|im_start|> turns with <tool_call> blocks; set a response_template that reads its own "
-                          "tool-call format instead (transformers docs: chat response parsing)")
+    _check_hermes(getattr(tok, "chat_template", None) or "", type(tok).__name__)
     tok.response_template = RESPONSE_TEMPLATE
     return tok
+
+
+def _check_hermes(template: Any, where: str) -> None:
+    if not isinstance(template, str) or "<tool_call>" not in template or "<|im_start|>" not in template:
+        raise ConfigError(f"add_response_template: the chat template of {where} does not render Hermes <|im_start|> "
+                          "turns with <tool_call> blocks, so this response template would never match what the model "
+                          "generates; set a response_template that reads its own tool-call format instead "
+                          "(transformers docs: chat response parsing)")
 
 
 # --------------------------------------------------------------------------- tools as methods
@@ -561,7 +568,8 @@ class ERPOTrainer(GRPOTrainer):
     Before scoring, each AutoForge environment is given its rollout's last assistant text (the
     final message an answer task is judged on). ``last_erpo`` holds the last batch's rewards,
     ids, advantages and per-environment std; the metrics log ``erpo/masked``,
-    ``erpo/dropped_tasks`` and ``erpo/kept``.
+    ``erpo/dropped_tasks`` and ``erpo/kept``. ERPO's scale replaces TRL's ``scale_rewards`` (which is
+    then only used for TRL's own logging); the rewards are summed with ``reward_weights`` first.
     """
 
     def __init__(self, *args: Any, advantage_level: Literal["env", "task"] = "env", dynamic_sampling: bool = True,
@@ -569,6 +577,9 @@ class ERPOTrainer(GRPOTrainer):
         if advantage_level not in ("env", "task"):
             raise ConfigError(f"advantage_level must be 'env' or 'task', got {advantage_level!r}")
         super().__init__(*args, **kwargs)
+        if self.multi_objective_aggregation != "sum_then_normalize":
+            raise ConfigError("ERPOTrainer sums the weighted rewards before its advantage (TRL's sum_then_normalize); "
+                              f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported")
         self.advantage_level, self.dynamic_sampling, self.erpo_eps = advantage_level, dynamic_sampling, erpo_eps
         self.last_erpo: dict[str, Any] = {}
         self._erpo_batch: dict[str, Any] | None = None
