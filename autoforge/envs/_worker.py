@@ -622,7 +622,7 @@ def _key_ok(key: Any) -> bool:
 
 class _Col:
     """A dict-valued entry of the committed state: ``vals`` (record key -> JSON bytes, in the
-    state's order; ``own``: this episode's copy, else the resident state's), ``kps`` / ``digs``
+    state's order; a resident entry's is never changed, a live one has its own), ``kps`` / ``digs``
     (key -> its JSON and a colon / its digest, the resident state's) with this episode's
     additions and changes in ``kpx`` / ``dd`` (None: removed), ``term`` (its share of the hash
     sum) and ``live`` (what the tools see)."""
@@ -642,26 +642,29 @@ class _Col:
         return col
 
     def fork(self) -> "_Col":
-        """A live copy that shares the committed dicts until it changes them."""
+        """A live copy: its own ``vals`` (a reset undoes the episode's changes in it, so it is copied
+        once per state, not per episode); ``kps`` and ``digs`` stay shared, changes go to ``kpx``/``dd``."""
         col = _Col()
         col.name, col.vals, col.kps, col.digs, col.term, col._blob = (
-            self.name, self.vals, self.kps, self.digs, self.term, self._blob)
-        col.own, col.live, col.kpx, col.dd, col.moved = False, None, {}, {}, False
+            self.name, dict(self.vals), self.kps, self.digs, self.term, self._blob)
+        col.own, col.live, col.kpx, col.dd, col.moved = True, None, {}, {}, False
         col.refill()
         return col
 
     def revert(self, base: "_Col") -> bool:
         """Back to ``base`` (the resident entry this one was forked from) by putting back only the
         records the episode changed; False when records were removed or moved (fork again)."""
-        if self.moved or self.live is None:
+        if self.moved or self.live is None or not self.own:
             return False
-        live, bvals = self.live, base.vals
+        live, vals, bvals = self.live, self.vals, base.vals
         for k in self.dd:
             if k in bvals:
+                vals[k] = bvals[k]
                 dict.__setitem__(live, k, _ABSENT)
             else:
+                vals.pop(k, None)
                 dict.pop(live, k, None)
-        self.vals, self.own, self.kpx, self.dd, self.term, self._blob = bvals, False, {}, {}, base.term, base._blob
+        self.kpx, self.dd, self.term, self._blob = {}, {}, base.term, base._blob
         live.seen, live.scan, live.edit, live.past = set(), False, False, False
         live._marked()
         return True
@@ -770,8 +773,6 @@ class _Col:
 
     def apply(self, changes: list, reorder: bool) -> int:
         """Commit ``changes``; returns the change of ``term``."""
-        if not self.own:  # copy on write: the resident state's records stay as they were
-            self.vals, self.own = dict(self.vals), True
         vals, kps, kpx, digs, dd, name = self.vals, self.kps, self.kpx, self.digs, self.dd, self.name
         delta = 0
         if not reorder and len(changes) > 1:  # records added: in the order the tool added them
