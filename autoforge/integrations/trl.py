@@ -291,6 +291,7 @@ class AutoForgeEnvironment:
         self._closed = False
         self.last_reward_info: dict[str, Any] = {}  # the components of the last get_reward(), for diagnosis
         with spec.lock:
+            self._index = len(spec.instances)  # (seeds the user's injected errors: the same run, the same draws)
             spec.instances.append(self)
 
     # ------------------------------------------------------------------ TRL's interface
@@ -304,11 +305,14 @@ class AutoForgeEnvironment:
                               f"{len(spec.tasks)} tasks (e.g. {known}); rows need the task_id of a task of this "
                               "environment (route rows by their 'environment' column)")
         self._episodes += 1
-        seed = random.Random(f"trl:{opts['seed']}:{task.task_id}:{id(self)}:{self._episodes}").randrange(2**31)
+        seed = random.Random(f"trl:{opts['seed']}:{task.task_id}:{self._index}:{self._episodes}").randrange(2**31)
         plan = sample_plan(opts["error_rates"], random.Random(f"plan:{seed}"), task)
         self._task, self._ended, self._broken, self._final = task, False, None, None
         self._user = opts["user_factory"](task, plan, seed)
-        self._env.reset(task.initial_state)
+        try:
+            self._env.reset(task.initial_state)
+        except AutoforgeError as exc:  # as in the AutoForge engine: an environment that cannot start is not scored
+            self._broken = f"env_error: reset failed: {exc}"[:500]
         opening = self._user.opening()
         self._messages = [Message(role="system", content=_system_text(row)), Message(role="user", content=opening)]
         return None if _prompt_ends_with(row.get("prompt"), opening) else opening
