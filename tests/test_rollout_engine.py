@@ -253,3 +253,27 @@ def test_random_agent_fails(world):
             rewards.append(ep.reward)
     assert all(r is not None for r in rewards)
     assert sum(rewards) / len(rewards) <= 0.05
+
+
+def test_the_trials_of_a_task_encode_and_send_its_initial_state_once(world):
+    """With a sandboxed Environment, the engine resets to the task's state encoded once per task
+    (ResidentState): later trials neither encode it again nor send it to the worker again."""
+    from autoforge.envs.runtime import Environment, ResidentState
+    from autoforge.rollout import engine
+
+    task = world[0]["task_cancel"]
+    turns = lambda: [AgentTurn(tool_calls=[ToolCall(name="cancel_order", arguments={"order_id": "O0002"})]),  # noqa: E731
+                     AgentTurn(content="Order O0002 has been cancelled.")]
+    with Environment(TOOLS, _any_status=True) as env:
+        assert isinstance(engine.initial_state_for(env, task), ResidentState)
+        assert engine.initial_state_for(env, task) is engine.initial_state_for(env, task)
+        sent = []
+        for _ in range(3):
+            ep = run_episode(task, env, Scripted(turns()), ScriptedUser([UserTurn(D.STOP, stop=True)]),
+                             tools=SCHEMAS).episode
+            assert ep.reward == 1.0 and ep.final_state_hash == task.gold_state_hash
+            sent.append(env._worker.bytes_sent)
+    state_bytes = len(json.dumps(task.initial_state))
+    assert sent[2] - sent[1] < state_bytes  # the third trial did not ship the state again
+    # any other environment gets the plain dict
+    assert engine.initial_state_for(local_env_factory(TOOLS), task) is task.initial_state

@@ -74,7 +74,7 @@ class TaskRow(BaseModel):
     initial_state: dict[str, Any] = Field(
         description="S: the environment's state when the task starts (collections of records; the shape differs "
                     "per environment)")
-    gold_state_hash: str = Field(description="sha256 of the canonical JSON of S*, the state after the gold tool calls")
+    gold_state_hash: str = Field(description="hash of S*, the state after the gold tool calls (autoforge.types.state_hash: h2: + 64 hex; older tasks: sha256 of its canonical JSON)")
     gold_answer: dict[str, Any] | None = Field(
         description="answer tasks: {value, kind (number|string|boolean|list), tolerance, field} the final message "
                     "must state; None for state tasks")

@@ -18,16 +18,46 @@ an environment or user-simulator crash is not scored (reward None: "could not sc
 from __future__ import annotations
 
 import json
+import threading
 import time
 import traceback
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from autoforge.envs.interface import EnvLike
+from autoforge.envs.runtime import Environment, ResidentState
 from autoforge.errors import AutoforgeError
 from autoforge.rollout import reward as R
 from autoforge.rollout.toolcalls import MalformedCall
 from autoforge.types import Episode, Message, Task, TaskDag, ToolCall, content_id, state_hash
+
+_RESIDENT_MAX = 256  # tasks whose encoded initial state is kept (the worker keeps 8 resident; this saves the encode)
+_resident: "OrderedDict[int, tuple[weakref.ref, ResidentState]]" = OrderedDict()
+_resident_lock = threading.Lock()
+
+
+def initial_state_for(env: EnvLike, task: Task) -> Any:
+    """What ``env.reset`` gets for ``task``: for a sandboxed :class:`Environment`, the task's
+    initial state encoded once per task object (:class:`ResidentState`), so the k trials of a
+    task and its ERPO group reset without encoding the state again
+    (and the worker, which keeps it resident, is not sent it again); any other environment gets
+    the plain dict. Task records are not changed after they are made."""
+    if not isinstance(env, Environment):
+        return task.initial_state
+    with _resident_lock:
+        hit = _resident.get(id(task))
+        if hit is not None and hit[0]() is task:
+            _resident.move_to_end(id(task))
+            return hit[1]
+    resident = ResidentState(task.initial_state)
+    with _resident_lock:
+        _resident[id(task)] = (weakref.ref(task), resident)
+        while len(_resident) > _RESIDENT_MAX:
+            _resident.popitem(last=False)
+    return resident
+
 
 TERMINATIONS = ("user_stop", "user_gave_up", "max_turns", "max_tokens", "agent_gave_up", "agent_error",
                 "user_sim_error", "env_error", "engine_error")
@@ -210,7 +240,7 @@ def run_episode(
 
     # ---- set-up: fresh environment copy, agent context, the user's opening request
     try:
-        env.reset(task.initial_state)
+        env.reset(initial_state_for(env, task))
         reset_ok = True
     except Exception as exc:  # noqa: BLE001
         termination, detail = "env_error", f"reset failed: {_short_error(exc)}"
