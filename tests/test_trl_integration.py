@@ -123,13 +123,42 @@ def test_reset_gold_calls_reward_and_user_error_masking(wh, rows):
         assert D.fact_words(key) in reply and not D.states_value(reply, fact_row.user_facts[key])
         assert env.get_reward() is None
         info = env.last_reward_info
-        assert info["judge"]["flag"] is True and info["judge"]["kind"] == "wrong_fact" and "MEU" in info["unscored_reason"]
+        assert info["judge"]["flag"] is True and info["judge"]["kind"] == "wrong_fact"
+        assert "MEU" in info["unscored_reason"]
         # after the user ends the conversation, tools no longer run
         env.reset(task_id=fact_row.task_id)
         assert D.STOP in env.talk_to_user("All done, your request has been completed.")
         assert "ended the conversation" in json.loads(getattr(env, fact_row.tools[0]["function"]["name"])())["error"]
     finally:
         masked.close()
+
+
+def test_answer_task_is_scored_on_the_final_message(wh, rows):
+    """An answer task: S* == S and the rollout's last assistant text (ERPOTrainer hands it over) states the answer;
+    under a plain GRPOTrainer the last message sent through talk_to_user counts."""
+    from autoforge.types import GoldAnswer, state_hash
+    from autoforge.warehouse import write_records
+
+    base = next(r for r in rows if r.env_name == "banking")
+    task = _task(wh, base.task_id)
+    answer = task.model_copy(update={  # status generated: not curated, so the other tests' task_rows do not see it
+        "task_id": "task_answer_trl", "kind": "answer", "status": "generated", "gold_state": task.initial_state,
+        "gold_state_hash": state_hash(task.initial_state), "gold_answer": GoldAnswer(value=1234.5, kind="number")})
+    write_records(wh, [answer])
+    row = base.model_copy(update={"task_id": answer.task_id, "kind": "answer"})
+    envs = TRLEnvironments(wh, [row])
+    try:
+        env = envs.factories["banking"]()
+        env.reset(task_id=row.task_id)
+        env._set_final_message("The total comes to 1234.50.")
+        assert env.get_reward() == 1.0 and env.last_reward_info["answer_match"] is True
+        env._set_final_message("The total comes to 99.")
+        assert env.get_reward() == 0.0 and env.last_reward_info["answer_match"] is False
+        env.reset(task_id=row.task_id)  # no final message handed over: what it last told the user
+        env.talk_to_user("The answer is 1234.5.")
+        assert env.get_reward() == 1.0
+    finally:
+        envs.close()
 
 
 def test_batch_advantages_equal_compute_advantages_on_the_worked_example():
@@ -143,7 +172,8 @@ def test_batch_advantages_equal_compute_advantages_on_the_worked_example():
     tasks = ["a1"] * 4 + ["a2"] * 4 + ["b1"] * 4
     envs = ["A"] * 8 + ["B"] * 4
     adv, kept, info = batch_advantages(table, torch.ones(2), tasks, envs)
-    want = compute_advantages([0 if math.isnan(x) else x for x in a + b], tasks, envs, [True] * 7 + [False] + [True] * 4)
+    valid = [True] * 7 + [False] + [True] * 4
+    want = compute_advantages([0 if math.isnan(x) else x for x in a + b], tasks, envs, valid)
     assert want[7] is None and kept.tolist() == [w is not None for w in want]
     assert adv.tolist() == pytest.approx([0.0 if w is None else w for w in want], rel=1e-6)
     # env A's std is pooled over its 7 valid rewards: sqrt(4/7 * 3/7) = 0.4949 -> a1 success +0.5/0.4949 = +1.0104
@@ -162,7 +192,8 @@ def test_add_response_template_reads_hermes_tool_calls(tmp_path):
 
     tok = add_response_template(build_tokenizer(["find the order O0001 of ava@example.com"] * 5, vocab_size=300))
     prefix = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
-    text = '<think>look it up</think>\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "O0001"}}\n</tool_call><|im_end|>'
+    text = ('<think>look it up</think>\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "O0001"}}\n'
+            '</tool_call><|im_end|>')
     parsed = tok.parse_response(tok(text, add_special_tokens=False)["input_ids"], prefix=prefix)
     assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "get_order",
                                                                       "arguments": {"order_id": "O0001"}}}]
@@ -222,10 +253,11 @@ def test_erpo_trainer_two_real_trl_steps_over_two_environments(wh, tmp_path):
     table = last["rewards_per_func"]
     valid = (~torch.isnan(table).all(dim=1)).tolist()
     summed = (table * trainer.reward_weights.unsqueeze(0)).nansum(dim=1).tolist()
-    want = compute_advantages([s if v else 0.0 for s, v in zip(summed, valid)], last["task_ids"], last["env_ids"], valid)
+    rewards = [s if v else 0.0 for s, v in zip(summed, valid)]
+    want = compute_advantages(rewards, last["task_ids"], last["env_ids"], valid)
     assert last["advantages"].tolist() == pytest.approx([0.0 if w is None else w for w in want], abs=1e-6)
     assert any(w is not None and w != 0 for w in want)
     print(f"\nTRL 2 steps: loss {[h['loss'] for h in logs]}, grad_norm {[round(h['grad_norm'], 3) for h in logs]}, "
           f"reward {[round(h['reward'], 4) for h in logs]}, "
-          f"AutoForge reward {[[h.get(k) for k in h if k.startswith('rewards/AutoForge') and k.endswith('/mean')] for h in logs]}, "
+          f"AutoForge reward {[{k: v for k, v in h.items() if k.startswith('rewards/AutoForge')} for h in logs]}, "
           f"wall {wall:.1f} s, cpu {cpu:.1f} s")

@@ -617,7 +617,8 @@ class ERPOTrainer(GRPOTrainer):
         out["advantages"] = adv[sl].to(out["advantages"].device)
         keep = kept[sl].to(out["completion_mask"].device)
         out["completion_mask"] = out["completion_mask"] * keep.unsqueeze(1).to(out["completion_mask"].dtype)
-        loss_mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+        mask = out["completion_mask"]
+        loss_mask = mask if out.get("tool_mask") is None else mask * out["tool_mask"]
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         mode = "train" if self.model.training else "eval"
         self._metrics[mode]["erpo/masked"].append(float(info.masked))
