@@ -609,9 +609,9 @@ def build_parser() -> argparse.ArgumentParser:
     factory_args(s, 110)
     g = s.add_argument_group("task runner (the Prefect flow; flows/_common.py)")
     g.add_argument("--task-runner", choices=["thread", "process", "dask"], default=None,
-                   help="where each environment's stage work runs: thread (the flow process), process (a pool of "
-                        "AUTOFORGE_STAGE_WORKERS worker processes, the default) or dask (a Dask cluster); default "
-                        "$AUTOFORGE_TASK_RUNNER or process")
+                   help="where each environment's stage work runs: thread (threads of the flow process, the "
+                        "default), process (a pool of AUTOFORGE_STAGE_WORKERS worker processes) or dask (a Dask "
+                        "cluster); default $AUTOFORGE_TASK_RUNNER or thread")
     g.add_argument("--dask-address", metavar="ADDR", default=None,
                    help="the scheduler of an existing Dask cluster, e.g. tcp://127.0.0.1:8786 (implies --task-runner "
                         "dask; default $AUTOFORGE_DASK_ADDRESS, else a local cluster started for the run)")

@@ -21,7 +21,7 @@ before anything is written. Command-line flags override these (``--warehouse PAT
     AUTOFORGE_TOOL_TIMEOUT     tool_timeout_s   seconds, finite, [0.01, 600]          2.0
     AUTOFORGE_TOOL_MEMORY_MB   tool_memory_mb   whole MB, [16, 65536]                 512
     AUTOFORGE_STAGE_WORKERS    stage_workers    whole number, [1, 256]                CPU cores
-    AUTOFORGE_TASK_RUNNER      task_runner      thread | process | dask               process (factory flow)
+    AUTOFORGE_TASK_RUNNER      task_runner      thread | process | dask               thread
     AUTOFORGE_DASK_ADDRESS     dask_address     tcp:// or tls://host:port of a scheduler unset: a local cluster
     AUTOFORGE_TIMING           timing           1/true/yes/on or 0/false/no/off       off
 """
@@ -295,10 +295,9 @@ VARS: dict[str, Var] = {
                           512, "512", Range(16, 65_536, 512)),
     "stage_workers": Var("STAGE_WORKERS", "the workers (threads or processes) of a Prefect stage flow", None, "2", Range(1, 256, 2),
                          default_text="the number of CPU cores"),
-    # The factory flow's default is process (benchmarks/prefect_overhead.py: the stage work runs out of
-    # the flow process's threads); a stage flow run on its own defaults to thread (no start-up cost).
+    # Default thread for the factory and every stage flow: measured fastest on 2 cores (flows/factory.py).
     "task_runner": Var("TASK_RUNNER", "the Prefect task runner of the stage flows", None, "dask", kind="choice",
-                       choices=TASK_RUNNERS, default_text="process for the factory flow, thread for a stage flow"),
+                       choices=TASK_RUNNERS, default_text="thread"),
     "dask_address": Var("DASK_ADDRESS", "the Dask scheduler the dask task runner connects to", None,
                         "tcp://127.0.0.1:8786", kind="address", default_text="unset: a local cluster of worker processes"),
     "timing": Var("TIMING", "the switch that makes the CLI print how long a command took", False, "1", kind="bool",

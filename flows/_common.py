@@ -7,9 +7,10 @@ is not fixed in ``@flow(task_runner=...)``: :func:`stage_runner` builds it when 
 :func:`fan_out` submits one task per environment to it (what ``task.submit`` does with the flow's
 own runner), so the same deployment runs on threads, a process pool or a Dask cluster.
 
-- ``thread``: Prefect's ``ThreadPoolTaskRunner`` in the flow process. No start-up cost, but the
-  stage work shares the GIL with Prefect's own threads, and every short sandbox round trip waits
-  for the GIL again: measured 2x slower than the library path on the full corpus.
+- ``thread``: Prefect's ``ThreadPoolTaskRunner`` in the flow process (the default). No start-up
+  cost, and the workers' warm caches (sandbox worker pool, compiled tool code) serve every stage;
+  the stage work shares the GIL with Prefect's threads, but most of it waits on sandbox worker
+  processes, so two threads still overlap (figures: flows/factory.py).
 - ``process``: Prefect's ``ProcessPoolTaskRunner`` (spawned worker processes; each runs Prefect's
   task engine and the unit of work, no GIL shared with the flow). A worker that dies breaks the
   pool (``BrokenProcessPool``): the stage's other environments fail too.
@@ -32,11 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
 from typing import Any, Iterator, Sequence
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
 
 from autoforge.errors import ConfigError
@@ -46,7 +49,7 @@ from autoforge.settings import (TASK_RUNNERS, VARS, check_param, check_walk_leng
 from autoforge.types import Run
 
 STAGE_DEFAULT = "thread"  # a stage flow run on its own: no pool or cluster to start for one stage
-FACTORY_DEFAULT = "process"  # the factory: see flows/factory.py (why) and benchmarks/prefect_overhead.py (figures)
+FACTORY_DEFAULT = "thread"  # the factory: measured fastest here, see flows/factory.py (why, figures)
 LOST_WORKER = {"KilledWorker", "BrokenProcessPool", "CommClosedError", "FutureCancelledError"}
 
 _SHARED: contextvars.ContextVar[tuple[tuple[str, str | None], TaskRunner] | None] = contextvars.ContextVar(
@@ -193,11 +196,18 @@ def lost_worker(exc: BaseException) -> bool:
     return any(type(e).__name__ in LOST_WORKER for e in (exc, exc.__cause__, exc.__context__) if e is not None)
 
 
+def _logger() -> Any:
+    try:
+        return get_run_logger()
+    except MissingContextError:  # called outside a flow run (tests): plain logging
+        return logging.getLogger("flows")
+
+
 def fan_out(runner: TaskRunner, stage_task: Any, calls: Sequence[dict[str, Any]], labels: Sequence[str]) -> list[Any]:
     """Submit ``stage_task`` once per parameter dict, return the results in order. A failed
     environment is logged and left out (it does not sink the batch); one whose worker was lost is
     submitted again up to the task's ``retries`` (Prefect's own retry dies with the worker)."""
-    logger = get_run_logger()
+    logger = _logger()
     futures = [runner.submit(stage_task, dict(params)) for params in calls]
     out = []
     for label, params, fut in zip(labels, calls, futures):

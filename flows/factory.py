@@ -7,11 +7,17 @@ re-running the same batch (after a crash, say) upserts the same rows and adds no
 
 The task runner (``task_runner``: thread | process | dask, ``dask_address``) is chosen per run
 (flows/_common.py) and opened ONCE for the whole batch: every stage subflow submits to the same
-process pool or Dask cluster, so workers start (and import the package) once, not per stage. The
-default is ``process``: on the full bundled corpus the stage work in the flow process's threads ran
-~2x slower than the library path (the GIL shared with Prefect's threads, and every short sandbox
-round trip waiting for it again; Prefect's share of the wall time 42%), in worker processes it runs
-at library speed (figures: README "Running on Prefect", benchmarks/prefect_overhead.py).
+thread pool, process pool or Dask cluster, so workers start (and import the package) once, not per
+stage.
+
+The default is ``thread``, chosen by measurement (benchmarks/prefect_overhead.py, 11 environments
+x 20 tasks, one run each, this 2-core machine shared with other jobs; Prefect's share of the
+factory wall time): thread -28% (the flow beat the sequential library path: two environments at
+once, each mostly waiting on its sandbox worker process), process 43%, dask (local cluster) 34%.
+Worker processes pay a start-up the work does not win back on 2 cores: each imports Prefect and
+the package and starts its own sandbox and check workers cold (ingest 0.2 -> 7.5 s, synthesize
+5.5 -> 13.5 s on the process pool). ``process`` and ``dask`` are for machines with more cores and
+for clusters (``dask_address``), where the work spreads further than one process's threads.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ def test_runner_choice_parameters_beat_settings_and_bad_choices_say_what_to_chan
     monkeypatch.delenv("AUTOFORGE_TASK_RUNNER", raising=False)
     monkeypatch.delenv("AUTOFORGE_DASK_ADDRESS", raising=False)
     assert choose_runner(None, None) == (STAGE_DEFAULT, None)
-    assert choose_runner(None, None, default=FACTORY_DEFAULT) == ("process", None)
+    assert choose_runner(None, None, default=FACTORY_DEFAULT) == (FACTORY_DEFAULT, None)
+    assert choose_runner(None, None, default="process") == ("process", None)
     assert choose_runner(None, "tcp://10.0.0.5:8786") == ("dask", "tcp://10.0.0.5:8786")  # an address implies dask
     monkeypatch.setenv("AUTOFORGE_TASK_RUNNER", "dask")
     monkeypatch.setenv("AUTOFORGE_DASK_ADDRESS", "tcp://sched:8786")
@@ -159,3 +160,41 @@ def test_a_worker_killed_mid_stage_fails_only_its_environment_and_the_batch_comp
     assert killed not in client.run(os.getpid).values()  # the nanny started a new worker process
     assert set(client.scheduler_info()["workers"]) != before
     assert stored(wh) == thread_run  # the killed environment's task ran again; nothing lost, nothing doubled
+
+
+def test_fan_out_resubmits_a_task_whose_worker_was_lost_and_leaves_out_a_failed_one():
+    from flows._common import fan_out, lost_worker
+
+    class KilledWorker(Exception):  # what distributed raises when a task's workers kept dying
+        pass
+
+    class Future:
+        def __init__(self, outcome):
+            self.outcome = outcome
+
+        def result(self):
+            if isinstance(self.outcome, BaseException):
+                raise self.outcome
+            return self.outcome
+
+    class Runner:
+        def __init__(self):
+            self.submitted = []
+
+        def submit(self, task, params):
+            self.submitted.append(params["env"])
+            n = self.submitted.count(params["env"])
+            if params["env"] == "lost" and n == 1:
+                return Future(KilledWorker("worker tcp://127.0.0.1:1 died"))
+            if params["env"] == "broken":
+                return Future(ValueError("bad environment"))
+            return Future(f"{params['env']} done")
+
+    class Task:
+        retries = 1
+
+    runner = Runner()
+    out = fan_out(runner, Task(), [{"env": "a"}, {"env": "lost"}, {"env": "broken"}], ["a", "lost", "broken"])
+    assert out == ["a done", "lost done"]  # the lost one ran again; the broken one is left out, not retried
+    assert runner.submitted == ["a", "lost", "broken", "lost"]
+    assert lost_worker(KilledWorker()) and not lost_worker(ValueError())
