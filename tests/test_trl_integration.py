@@ -236,6 +236,12 @@ def test_erpo_trainer_two_real_trl_steps_over_two_environments(wh, tmp_path):
     trainer = ERPOTrainer(model=policy.model, args=args, processing_class=add_response_template(policy.tokenizer),
                           train_dataset=envs.dataset(), environment_factory=envs.factories,
                           reward_funcs=[length_parity])
+    # ERPOTrainer renders the AutoForge tools with their exact schemas (the rows'), talk_to_user from its method
+    for name in ("airline", "banking"):
+        shown = trainer._env_tools[name]
+        row_tools = next(r.tools for r in picked if r.env_name == name)
+        assert [t for t in shown if isinstance(t, dict)] == row_tools
+        assert [t.__name__ for t in shown if not isinstance(t, dict)] == [USER_TOOL]
     before = {n: p.detach().clone() for n, p in policy.model.named_parameters()}
     t0, c0 = time.perf_counter(), time.process_time()
     try:

@@ -24,7 +24,8 @@ of its group's mean and std and gives it advantage 0. This module supplies those
   ``anyOf``/``oneOf``/type lists), and a docstring holding the tool's description and each
   argument's. Where a hint cannot say all of a parameter's schema (an object's properties, a
   pattern, a format, bounds), the argument's description ends with that schema as JSON, so the
-  model still sees it. A call runs in the sandbox (:class:`autoforge.envs.runtime.Environment`,
+  model still sees it under a plain ``GRPOTrainer``; :class:`ERPOTrainer` renders the exact schema
+  instead (``exact_tool_schemas``). A call runs in the sandbox (:class:`autoforge.envs.runtime.Environment`,
   all or nothing) and returns the observation text the AutoForge agent would see.
 * **The user** is reached through one more tool, ``talk_to_user(message)``: TRL ends a rollout
   at the first turn without a tool call, so a question to the simulated user (offline scripted or
@@ -246,6 +247,7 @@ def tool_method(schema: dict[str, Any], call: Callable[[Any, str, dict], str]) -
         return "\n".join(lines)
 
     method.__doc__ = docstring({})
+    method.tool_schema = {"type": "function", "function": fn_schema}  # the exact schema (ERPOTrainer renders it)
     seen = get_json_schema(method)["function"]["parameters"]["properties"]
     extra = {}
     for p, sub in props.items():
@@ -564,7 +566,11 @@ class ERPOTrainer(GRPOTrainer):
     * ``advantage_level``: ``"env"`` (ERPO, paper Eq. 4: std pooled per environment) or ``"task"``
       (GRPO's per-task std, the ablation; with dynamic sampling and masking still ERPO's);
     * ``dynamic_sampling``: drop tasks whose valid rollouts all score the same (DAPO; default on);
-    * ``erpo_eps``: the epsilon under the std (``autoforge.rl.erpo``'s 1e-6).
+    * ``erpo_eps``: the epsilon under the std (``autoforge.rl.erpo``'s 1e-6);
+    * ``exact_tool_schemas``: render each AutoForge tool in the prompt with its own JSON schema
+      (``TaskRow.tools``: patterns, formats, bounds, nested objects as they are) instead of what
+      ``transformers.utils.get_json_schema`` rebuilds from the method (types, enums, arrays and
+      required only; the rest as JSON text in the argument's description). Default on.
 
     A rollout's environment is its row's ``env_id`` (else ``environment``), its task the row's
     ``task_id`` (else its prompt group). Masked (judge-flagged) rollouts and dropped tasks leave
@@ -577,7 +583,7 @@ class ERPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args: Any, advantage_level: Literal["env", "task"] = "env", dynamic_sampling: bool = True,
-                 erpo_eps: float = 1e-6, **kwargs: Any):
+                 erpo_eps: float = 1e-6, exact_tool_schemas: bool = True, **kwargs: Any):
         if advantage_level not in ("env", "task"):
             raise ConfigError(f"advantage_level must be 'env' or 'task', got {advantage_level!r}")
         super().__init__(*args, **kwargs)
@@ -585,6 +591,11 @@ class ERPOTrainer(GRPOTrainer):
             raise ConfigError("ERPOTrainer sums the weighted rewards before its advantage (TRL's sum_then_normalize); "
                               f"multi_objective_aggregation={self.multi_objective_aggregation!r} is not supported")
         self.advantage_level, self.dynamic_sampling, self.erpo_eps = advantage_level, dynamic_sampling, erpo_eps
+        if exact_tool_schemas and getattr(self, "_env_tools", None):
+            # TRL reads _env_tools only to render each prompt's tools and to type parsed arguments; both take
+            # schema dicts. Execution goes through the environment's methods (_sync_tool_dicts), unchanged.
+            self._env_tools = {name: [getattr(getattr(t, "__func__", t), "tool_schema", t) for t in tools]
+                               for name, tools in self._env_tools.items()}
         self.last_erpo: dict[str, Any] = {}
         self._erpo_batch: dict[str, Any] | None = None
 
