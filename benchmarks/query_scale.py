@@ -177,14 +177,16 @@ def main() -> int:
     ap.add_argument("--rows", type=int, default=1_000_000, help="synthetic task rows (default 1,000,000)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per query (median shown), after one warm-up")
     ap.add_argument("--no-postgres", action="store_true", help="DuckDB only")
+    ap.add_argument("--no-duckdb", action="store_true", help="PostgreSQL only")
     ap.add_argument("--pg-url", default=None, help="an empty PostgreSQL database to fill (default: a throwaway server)")
     ap.add_argument("--target", type=float, default=1.0, help="seconds each query should take at most on DuckDB")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still stops the throwaway server (finally)
     with tempfile.TemporaryDirectory(prefix="af_query_scale_") as tmp:
         path = Path(tmp) / "w.duckdb"
-        built = build(str(path), args.rows, "duckdb")
-        report("DuckDB", args.rows, built, size_of(str(path), "duckdb", path), bench(str(path), args.repeat), args.target)
+        if not args.no_duckdb:
+            built = build(str(path), args.rows, "duckdb")
+            report("DuckDB", args.rows, built, size_of(str(path), "duckdb", path), bench(str(path), args.repeat), args.target)
     if args.no_postgres:
         return 0
     server = None

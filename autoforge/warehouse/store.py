@@ -343,10 +343,12 @@ def _query_error(exc: BaseException) -> WarehouseError:
 def _rows(result: sa.CursorResult) -> list[dict]:
     if not result.returns_rows:
         return []
-    # The driver's own rows, zipped with the names: SQLAlchemy's Row objects (no type processing happens for
-    # these textual queries) cost ~3x more at 500k rows (benchmarks/query_scale.py).
     cur = result.cursor
     keys = [d[0] for d in cur.description]
+    if any(str(d[1]).upper() == "JSON" for d in cur.description):  # duckdb_engine parses DuckDB JSON values: keep that
+        return [dict(zip(keys, row)) for row in result.fetchall()]
+    # Otherwise the driver's own rows, zipped with the names: SQLAlchemy's Row objects cost ~3x more per row
+    # (a 500k-row read of v_curated_tasks, benchmarks/query_scale.py) and change no value here.
     return [dict(zip(keys, row)) for row in cur.fetchall()]
 
 

@@ -1,0 +1,6 @@
+-- Stages 5-7: indexes for the curated-task reads at corpus scale (issue 16, benchmarks/query_scale.py).
+-- DuckDB: nothing. Its columnar scan reads only the columns a query names and skips row groups by
+-- their min/max (an environment's tasks lie together), which keeps every curated-task query of the
+-- benchmark under a second at 1M tasks; an ART index would only slow every upsert of the factory.
+-- PostgreSQL applies sql/postgresql/055_tasks_indexes.sql instead: a row store reads whole rows, so
+-- there the same reads need a covering index over the verified tasks and one by environment.
