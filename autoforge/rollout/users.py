@@ -258,11 +258,14 @@ def flip_roles(messages: list[Message]) -> list[dict]:
     return out
 
 
+USER_MAX_TOKENS = 512  # ours: a user's reply is a sentence or two; a model that never stops would run to the server's cap
+
+
 class LLMUser:
     """A simulated user played by an OpenAI-compatible model (see module docstring)."""
 
     def __init__(self, client: Any, task: Task, plan: InjectionPlan | None = None, *, seed: int = 0,
-                 temperature: float = 0.0, name: str | None = None):
+                 temperature: float = 0.0, name: str | None = None, max_tokens: int | None = USER_MAX_TOKENS):
         if getattr(client, "is_offline", False):
             raise ConfigError("the llm user needs an OpenAI-compatible backend: set AUTOFORGE_BACKEND=openai and "
                               "AUTOFORGE_OPENAI_BASE_URL / AUTOFORGE_OPENAI_MODEL, or use --user offline")
@@ -271,6 +274,7 @@ class LLMUser:
         self.plan = plan or InjectionPlan()
         self.seed = seed
         self.temperature = temperature
+        self.max_tokens = max_tokens
         self.name = name or f"llm:{client.model}"
         self.rng = random.Random(f"llm-user:{seed}:{task.task_id}")
         self.system = user_prompt(task, self.plan, self.rng)
@@ -287,8 +291,9 @@ class LLMUser:
             return UserTurn(f"Actually, never mind — that's all for now, thanks. {D.STOP}", stop=True)
         msgs = [{"role": "system", "content": self.system}] + flip_roles(messages)
         try:
-            r = self.client.chat("user_sim", msgs, temperature=self.temperature, seed=self.seed * 1000 + self.turn)
-        except TypeError:
+            r = self.client.chat("user_sim", msgs, temperature=self.temperature, seed=self.seed * 1000 + self.turn,
+                                 max_tokens=self.max_tokens)
+        except TypeError:  # a client without seed / max_tokens
             r = self.client.chat("user_sim", msgs, temperature=self.temperature)
         content = (r.content or "").strip()
         if self.plan.kind == "wrong_fact" and self.plan.fact and D.states_value(content, self.plan.wrong_value):
