@@ -16,7 +16,7 @@ from autoforge import dialogue as D
 from autoforge.rollout.agents import OracleAgent
 from autoforge.rollout.engine import run_episode
 from autoforge.rollout.toolcalls import tool_schemas
-from autoforge.rollout.users import ErrorRates, InjectionPlan, LLMUser, OfflineUser, flip_roles, perturb, sample_plan
+from autoforge.rollout.users import USER_MAX_TOKENS, ErrorRates, InjectionPlan, LLMUser, OfflineUser, flip_roles, perturb, sample_plan
 from autoforge.types import Message
 
 TOOLS = make_tools()
@@ -174,6 +174,7 @@ def test_llm_user_prompt_roles_and_stop(server, world):
     assert sent[0]["role"] == "system" and "ava.chen@example.com" in sent[0]["content"] and D.STOP in sent[0]["content"]
     assert "do NOT end the conversation while any change you requested is still pending" in sent[0]["content"]
     assert [m["role"] for m in sent[1:]] == ["assistant", "user"]  # flipped: the agent speaks as 'user'
+    assert server.requests[0]["max_tokens"] == USER_MAX_TOKENS  # a user model that never stops is cut off
     msgs += [Message(role="user", content=r.content), Message(role="assistant", content="Done, it has been moved.")]
     assert u.reply(msgs).stop
 
