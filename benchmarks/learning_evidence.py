@@ -573,6 +573,7 @@ def main_multi(argv=None) -> dict:
 
     ap = argparse.ArgumentParser(description="Multi-environment ERPO ablation from the shipped base checkpoint")
     ap.add_argument("--warehouse", required=True, help="a factory warehouse holding the --envs (autoforge factory --env X)")
+    ap.add_argument("--warehouse-recipe", default="", help="how --warehouse was built (recorded in manifest.json)")
     ap.add_argument("--envs", default="retail:2-3,telecom:3-4,hr:2-4",
                     help="comma-separated environment names, each optionally :MIN-MAX gold tool calls of its tasks")
     ap.add_argument("--out", default="benchmarks/results/learning")
@@ -596,6 +597,8 @@ def main_multi(argv=None) -> dict:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--eval-base", action="store_true", help="also evaluate the base checkpoint before SFT "
+                    "(it knows no task: 0 in every run so far; costs an evaluation of babbling episodes)")
     ap.add_argument("--controlled-steps", type=int, default=30, help="steps of the controlled synthetic ablation (0 = skip)")
     ap.add_argument("--controlled-fractions", default="0.03,0.15,0.5",
                     help="share of the vocabulary rewarded per synthetic environment (hard, medium, easy)")
@@ -619,9 +622,17 @@ def main_multi(argv=None) -> dict:
                   temperature=args.temperature, rollout_concurrency=8, micro_batch_size=8, sft_batch_size=8,
                   sft_lr=args.sft_lr, sft_epochs=args.sft_epochs, sft_augment_copies=args.sft_augment,
                   checkpoint_every=1000, env_weights=weights)
-    cfg0 = TrainConfig(**common, steps=0, eval_at=["start", "sft"], checkpoint_dir=str(work / "sft"))
+    cfg0 = TrainConfig(**common, steps=0, eval_at=["start", "sft"] if args.eval_base else ["sft"],
+                       checkpoint_dir=str(work / "sft"))
     data, manifest, names = multi_data(args.warehouse, cfg0, specs, args.train_per_env, args.test_per_env)
     print(f"data: {len(data.train)} train / {len(data.test)} held-out tasks over {envs}", flush=True)
+
+    # ---- 0. the controlled ablation first (minutes; its table stands even if the real runs are cut short)
+    controlled = {}
+    if args.controlled_steps:
+        print("== controlled ablation: synthetic learnable rewards of three difficulties", flush=True)
+        fr = [float(x) for x in args.controlled_fractions.split(",")]
+        controlled = controlled_multi(work, args.controlled_steps, args.error_rate, seeds, fr)
 
     # ---- 1. the base checkpoint -> SFT on the gold replays of every environment (one checkpoint for all arms)
     print(f"== SFT ({args.sft_epochs} epochs) from {base}", flush=True)
@@ -629,21 +640,99 @@ def main_multi(argv=None) -> dict:
     sft_out, sft_outcomes = run_phase(data, cfg0, names, t0)
     sft_s = time.perf_counter() - t
     sft_ckpt = sft_out["checkpoint"]
-    rows = []
+    sft_rows: list[dict] = []
     for point, arm in (("start", "base checkpoint"), ("sft", "after SFT")):
+        if point not in cfg0.eval_at:
+            continue
         for env in envs + ["all"]:
             eid = None if env == "all" else manifest[env]["env_id"]
-            rows.append({"arm": arm, "env": env, **pass_ci(group_outcomes([sft_outcomes.get(point, [])], eid)),
-                         "seeds": 1})
-    sft_by_env = {r["env"]: r["pass^1"] for r in rows if r["arm"] == "after SFT" and r["env"] != "all"}
+            sft_rows.append({"arm": arm, "env": env, **pass_ci(group_outcomes([sft_outcomes.get(point, [])], eid)),
+                             "seeds": 1})
+    sft_by_env = {r["env"]: r["pass^1"] for r in sft_rows if r["arm"] == "after SFT" and r["env"] != "all"}
     order = sorted(envs, key=lambda e: -(sft_by_env[e] or 0))
     difficulty = {e: lvl for e, lvl in zip(order, ["easy", "medium", "hard"] + ["harder"] * len(order))}
     print(f"  after SFT, per environment: {sft_by_env} -> {difficulty}", flush=True)
 
+    def finish(runs: dict[str, list[dict]], final: bool) -> dict:
+        """Tables, plots, results.json, table.md and manifest.json from the runs so far."""
+        rows = list(sft_rows)
+        seeds_done = [x["seed"] for x in runs[MULTI_ARMS[0][0]]]
+        # ---- 3. the tables
+        for name, _, _ in MULTI_ARMS:
+            hs = [x["history"] for x in runs[name]]
+            for env in envs + ["all"]:
+                eid = None if env == "all" else manifest[env]["env_id"]
+                row = {"arm": name, "env": env, **pass_ci(group_outcomes([x["outcomes"] for x in runs[name]], eid)),
+                       "seeds": len(runs[name]),
+                       "per seed": [pass_ci(group_outcomes([x["outcomes"]], eid), n_boot=1)["pass^1"] for x in runs[name]]}
+                if eid:
+                    rew = series(hs, f"reward/{eid}", args.erpo_steps)
+                    q = max(1, args.erpo_steps // 3)
+                    row.update({"train reward first 1/3": _round(_mean(rew[:q])), "train reward last 1/3": _round(_mean(rew[-q:])),
+                                "adv scale": _round(_mean(series(hs, f"adv_scale/{eid}", args.erpo_steps))),
+                                "masked": _round(_mean(series(hs, f"masked_frac/{eid}", args.erpo_steps))),
+                                "dropped": _round(_mean(series(hs, f"dropped_frac/{eid}", args.erpo_steps)))})
+                rows.append(row)
+        arms = [a for a, _, _ in MULTI_ARMS]
+        curves = {name: {"reward": {e: series([x["history"] for x in runs[name]], f"reward/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
+                         "adv_scale": {e: series([x["history"] for x in runs[name]], f"adv_scale/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
+                         "masked": series([x["history"] for x in runs[name]], "masked_frac", args.erpo_steps),
+                         "dropped": series([x["history"] for x in runs[name]], "dropped_frac", args.erpo_steps)}
+                  for name in arms}
+        plots = {
+            "heldout": plot_heldout(out / "heldout_pass1.png", rows, envs, ["after SFT", *arms]),
+            "reward": plot_lines(out / "train_reward.png", "training reward (all rollouts) per environment, mean of seeds",
+                                 [(f"{e} ({difficulty[e]})", {a: curves[a]["reward"][e] for a in arms}) for e in envs], "reward"),
+            "adv_scale": plot_lines(out / "advantage_scale.png", "advantage scale (std dividing the advantages) per environment",
+                                    [(f"{e} ({difficulty[e]})", {a: curves[a]["adv_scale"][e] for a in arms}) for e in envs], "std"),
+            "masking": plot_lines(out / "masked_dropped.png", "rollouts masked (judge-flagged) and tasks dropped (no variance)",
+                                  [("masked fraction", {a: curves[a]["masked"] for a in arms}),
+                                   ("dropped task fraction", {a: curves[a]["dropped"] for a in arms})], "fraction"),
+        }
+        if controlled:
+            ce = list(controlled["fractions"])
+            plots["controlled"] = plot_lines(
+                out / "controlled_clean_reward.png", "controlled ablation: clean reward per step (mean of seeds)",
+                [(f"{e} (rewarded share {controlled['fractions'][e]})", {a: controlled["arms"][a]["clean_per_step"][e] for a in arms})
+                 for e in ce], "clean reward")
+
+        table = table_markdown([{k: (f"[{v[0]:.3f}, {v[1]:.3f}]" if k == "ci" and v[0] is not None else v)
+                                 for k, v in r.items() if k != "per seed"} | {"difficulty": difficulty.get(r["env"], "")}
+                                for r in rows])
+        summary = {"rows": rows, "difficulty": difficulty, "curves": curves, "controlled": controlled, "plots": plots,
+                   "timings": {"sft_phase_s": round(sft_s, 1), "total_s": round(time.perf_counter() - t0, 1),
+                               "erpo_run_s": {a: [x["wall_s"] for x in runs[a]] for a in arms}},
+                   "sft_data": {"sft_examples": sft_out["sft_examples"], **sft_out["data"]}}
+        (out / "results.json").write_text(json.dumps(summary, indent=1))
+        (out / "table.md").write_text(table + "\n")
+        (out / "manifest.json").write_text(json.dumps({
+            "command": "python benchmarks/learning_evidence.py " + " ".join(sys.argv[1:] if argv is None else argv),
+            "args": vars(args), "seeds": seeds, "base_checkpoint": str(base),
+            "base_manifest": json.loads((Path(base) / "base_manifest.json").read_text()) if (Path(base) / "base_manifest.json").is_file() else None,
+            "sft_config": cfg0.model_dump(mode="json"),
+            "erpo_config": {k: v for k, v in TrainConfig(**{**common, "sft_epochs": 0}, steps=args.erpo_steps, lr=args.lr,
+                                                       tasks_per_batch=args.tasks_per_batch, rollouts_per_task=args.rollouts,
+                                                       user_error_rate=args.error_rate).model_dump(mode="json").items()},
+            "arms": [{"arm": a, "advantage_level": lvl, "mask_user_errors": m} for a, lvl, m in MULTI_ARMS],
+            "splits": manifest, "env_names": {manifest[e]["env_id"]: e for e in envs}}, indent=1))
+        print("\n== held-out pass^1 per arm and environment (mean over seeds; 95% bootstrap CI over tasks)")
+        print(table)
+        if controlled:
+            print("\n== controlled ablation: clean reward, last quarter of the steps, per environment")
+            print(table_markdown([{"arm": a, **controlled["arms"][a]["clean_last_quarter"],
+                                   "per seed (mean of envs)": controlled["arms"][a]["last_quarter_per_seed"]} for a in arms]))
+        print(f"\nwritten: {out}/results.json, table.md, manifest.json, {', '.join(Path(p).name for p in plots.values())}")
+        print(f"total {summary['timings']['total_s']} s")
+        summary["complete"] = final
+        summary["seeds_done"] = seeds_done
+        (out / "results.json").write_text(json.dumps(summary, indent=1))
+        return summary
+
     # ---- 2. three ERPO variants x seeds from the same SFT checkpoint, same budget, 20% injected user errors
+    # (seed by seed, every arm once per seed: a run stopped early still compares the arms; tables after each seed)
     runs: dict[str, list[dict]] = {}
-    for name, level, mask in MULTI_ARMS:
-        for sd in seeds:
+    for sd in seeds:
+        for name, level, mask in MULTI_ARMS:
             print(f"== {name}, seed {sd}: {args.erpo_steps} steps x {args.tasks_per_batch} tasks x {args.rollouts} "
                   f"rollouts, user error rate {args.error_rate}", flush=True)
             cfg = TrainConfig(**{**common, "model_path": sft_ckpt, "sft_epochs": 0, "sft_gold": False, "seed": sd},
@@ -655,79 +744,7 @@ def main_multi(argv=None) -> dict:
             r, outcomes = run_phase(data, cfg, names, t0)
             runs.setdefault(name, []).append({"seed": sd, "history": [h for h in r["history"] if h["phase"] == "erpo"],
                                               "outcomes": outcomes.get("end", []), "wall_s": round(time.perf_counter() - t, 1)})
-            (out / "partial.json").write_text(json.dumps({k: [{"seed": x["seed"], "outcomes": x["outcomes"]} for x in v]
-                                                          for k, v in runs.items()}))
-
-    # ---- 3. the tables
-    for name, _, _ in MULTI_ARMS:
-        hs = [x["history"] for x in runs[name]]
-        for env in envs + ["all"]:
-            eid = None if env == "all" else manifest[env]["env_id"]
-            row = {"arm": name, "env": env, **pass_ci(group_outcomes([x["outcomes"] for x in runs[name]], eid)),
-                   "seeds": len(seeds),
-                   "per seed": [pass_ci(group_outcomes([x["outcomes"]], eid), n_boot=1)["pass^1"] for x in runs[name]]}
-            if eid:
-                rew = series(hs, f"reward/{eid}", args.erpo_steps)
-                q = max(1, args.erpo_steps // 3)
-                row.update({"train reward first 1/3": _round(_mean(rew[:q])), "train reward last 1/3": _round(_mean(rew[-q:])),
-                            "adv scale": _round(_mean(series(hs, f"adv_scale/{eid}", args.erpo_steps))),
-                            "masked": _round(_mean(series(hs, f"masked_frac/{eid}", args.erpo_steps))),
-                            "dropped": _round(_mean(series(hs, f"dropped_frac/{eid}", args.erpo_steps)))})
-            rows.append(row)
-    arms = [a for a, _, _ in MULTI_ARMS]
-    curves = {name: {"reward": {e: series([x["history"] for x in runs[name]], f"reward/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
-                     "adv_scale": {e: series([x["history"] for x in runs[name]], f"adv_scale/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
-                     "masked": series([x["history"] for x in runs[name]], "masked_frac", args.erpo_steps),
-                     "dropped": series([x["history"] for x in runs[name]], "dropped_frac", args.erpo_steps)}
-              for name in arms}
-    plots = {
-        "heldout": plot_heldout(out / "heldout_pass1.png", rows, envs, ["after SFT", *arms]),
-        "reward": plot_lines(out / "train_reward.png", "training reward (all rollouts) per environment, mean of seeds",
-                             [(f"{e} ({difficulty[e]})", {a: curves[a]["reward"][e] for a in arms}) for e in envs], "reward"),
-        "adv_scale": plot_lines(out / "advantage_scale.png", "advantage scale (std dividing the advantages) per environment",
-                                [(f"{e} ({difficulty[e]})", {a: curves[a]["adv_scale"][e] for a in arms}) for e in envs], "std"),
-        "masking": plot_lines(out / "masked_dropped.png", "rollouts masked (judge-flagged) and tasks dropped (no variance)",
-                              [("masked fraction", {a: curves[a]["masked"] for a in arms}),
-                               ("dropped task fraction", {a: curves[a]["dropped"] for a in arms})], "fraction"),
-    }
-    controlled = {}
-    if args.controlled_steps:
-        print("== controlled ablation: synthetic learnable rewards of three difficulties", flush=True)
-        fr = [float(x) for x in args.controlled_fractions.split(",")]
-        controlled = controlled_multi(work, args.controlled_steps, args.error_rate, seeds, fr)
-        ce = list(controlled["fractions"])
-        plots["controlled"] = plot_lines(
-            out / "controlled_clean_reward.png", "controlled ablation: clean reward per step (mean of seeds)",
-            [(f"{e} (rewarded share {controlled['fractions'][e]})", {a: controlled["arms"][a]["clean_per_step"][e] for a in arms})
-             for e in ce], "clean reward")
-
-    table = table_markdown([{k: (f"[{v[0]:.3f}, {v[1]:.3f}]" if k == "ci" and v[0] is not None else v)
-                             for k, v in r.items() if k != "per seed"} | {"difficulty": difficulty.get(r["env"], "")}
-                            for r in rows])
-    summary = {"rows": rows, "difficulty": difficulty, "curves": curves, "controlled": controlled, "plots": plots,
-               "timings": {"sft_phase_s": round(sft_s, 1), "total_s": round(time.perf_counter() - t0, 1),
-                           "erpo_run_s": {a: [x["wall_s"] for x in runs[a]] for a in arms}},
-               "sft_data": {"sft_examples": sft_out["sft_examples"], **sft_out["data"]}}
-    (out / "results.json").write_text(json.dumps(summary, indent=1))
-    (out / "table.md").write_text(table + "\n")
-    (out / "manifest.json").write_text(json.dumps({
-        "command": "python benchmarks/learning_evidence.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "args": vars(args), "seeds": seeds, "base_checkpoint": str(base),
-        "base_manifest": json.loads((Path(base) / "base_manifest.json").read_text()) if (Path(base) / "base_manifest.json").is_file() else None,
-        "sft_config": cfg0.model_dump(mode="json"),
-        "erpo_config": {k: v for k, v in TrainConfig(**{**common, "sft_epochs": 0}, steps=args.erpo_steps, lr=args.lr,
-                                                   tasks_per_batch=args.tasks_per_batch, rollouts_per_task=args.rollouts,
-                                                   user_error_rate=args.error_rate).model_dump(mode="json").items()},
-        "arms": [{"arm": a, "advantage_level": lvl, "mask_user_errors": m} for a, lvl, m in MULTI_ARMS],
-        "splits": manifest, "env_names": {manifest[e]["env_id"]: e for e in envs}}, indent=1))
-    print("\n== held-out pass^1 per arm and environment (mean over seeds; 95% bootstrap CI over tasks)")
-    print(table)
-    if controlled:
-        print("\n== controlled ablation: clean reward, last quarter of the steps, per environment")
-        print(table_markdown([{"arm": a, **controlled["arms"][a]["clean_last_quarter"],
-                               "per seed (mean of envs)": controlled["arms"][a]["last_quarter_per_seed"]} for a in arms]))
-    print(f"\nwritten: {out}/results.json, table.md, manifest.json, {', '.join(Path(p).name for p in plots.values())}")
-    print(f"total {summary['timings']['total_s']} s")
+        summary = finish(runs, final=sd == seeds[-1])
     return summary
 
 

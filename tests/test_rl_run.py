@@ -202,3 +202,16 @@ def test_value_substitution_keeps_dialogues_consistent_and_forces_copying(wh, tm
             seen += m.content + "\n"
             seen_orig += mo.content + "\n"
     assert n_changed > 0
+
+
+def test_demo_config_trains_the_short_tasks_of_the_top_environments_from_the_base(wh, tmp_path):
+    from autoforge.pipeline.train import DEMO_MAX_CALLS, demo_config, demo_envs
+    from autoforge.rl.base import BASE_DIR
+
+    rows = demo_envs(wh)
+    assert [r["env_name"] for r in rows] == [ENV] and rows[0]["train"] > 0
+    cfg = demo_config(wh, tmp_path)
+    assert cfg.model_path == str(BASE_DIR) and cfg.envs == [ENV] and cfg.user_error_rate == 0.2
+    assert cfg.eval_at == ["start", "sft", "end"] and cfg.steps == 4
+    data = load_curated(wh, cfg)
+    assert data.train and all(t.n_tool_calls <= DEMO_MAX_CALLS and t.n_reasoning_nodes == 0 for t in data.train + data.test)
