@@ -449,7 +449,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                             say=lambda text: console.print(f"  {text}", markup=False, highlight=False))
         console.print(out["table_markdown"])
         console.print(f"  learning curve: {out['curve']}")
-        console.print(out["headline"], markup=False, highlight=False)
+        print(out["headline"], flush=True)  # one unwrapped line, whatever the terminal width
     console.rule(f"done in {time.time() - t0:.0f}s")
     w = f" --warehouse {wh}" if wh else ""
     console.print("Look around:\n"
