@@ -10,14 +10,20 @@ The task runner (``task_runner``: thread | process | dask, ``dask_address``) is 
 thread pool, process pool or Dask cluster, so workers start (and import the package) once, not per
 stage.
 
-The default is ``thread``, chosen by measurement (benchmarks/prefect_overhead.py, 11 environments
-x 20 tasks, one run each, this 2-core machine shared with other jobs; Prefect's share of the
-factory wall time): thread -28% (the flow beat the sequential library path: two environments at
-once, each mostly waiting on its sandbox worker process), process 43%, dask (local cluster) 34%.
-Worker processes pay a start-up the work does not win back on 2 cores: each imports Prefect and
-the package and starts its own sandbox and check workers cold (ingest 0.2 -> 7.5 s, synthesize
-5.5 -> 13.5 s on the process pool). ``process`` and ``dask`` are for machines with more cores and
-for clusters (``dask_address``), where the work spreads further than one process's threads.
+The default is ``thread``, chosen by measurement (benchmarks/prefect_overhead.py, one run each,
+this 2-core machine shared with other jobs, so +-20 points of noise; Prefect's share of the factory
+wall time, negative = the flow beat the sequential library path):
+
+    batch                          thread   process   dask (local cluster)
+    11 envs x 110 (full corpus)     -38%     -15%      38%
+    11 envs x 20                    -28%      43%      34%
+
+Two environments run at once, each mostly waiting on its sandbox worker process, so threads
+overlap well despite the GIL. Worker processes pay a start-up that 2 cores do not win back: each
+imports Prefect and the package and starts its own sandbox and check workers cold (11 x 20 on the
+process pool: ingest 0.2 -> 7.5 s, synthesize 5.5 -> 13.5 s); a local Dask cluster also starts a
+scheduler and waits for its workers to exit. ``process`` and ``dask`` are for machines with more
+cores and for clusters (``dask_address``), where the work spreads further than one process.
 """
 
 from __future__ import annotations

@@ -108,9 +108,10 @@ def test_factory_on_a_dask_cluster_stores_what_the_thread_runner_stores(thread_r
 
 
 @pytest.mark.prefect
-def test_factory_on_the_process_pool_stores_what_the_thread_runner_stores(thread_run, tmp_path):
+def test_factory_on_the_process_pool_stores_what_the_thread_runner_stores(thread_run, tmp_path, monkeypatch):
     from flows.factory import factory_flow
 
+    monkeypatch.setenv("AUTOFORGE_STAGE_WORKERS", "1")  # one worker process is enough to show the rows travel intact
     wh = str(tmp_path / "process.duckdb")
     factory_flow(**BATCH, warehouse=wh, task_runner="process")
     assert stored(wh) == thread_run
