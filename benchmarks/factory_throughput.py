@@ -116,7 +116,7 @@ def per_task(r: dict) -> dict[str, float]:
 def print_sizes(runs: list[dict]) -> None:
     """The sizes side by side; ratios are against the first size."""
     cols = [f"tpe {r['tasks_per_env']}" for r in runs]
-    w = max(12, *(len(c) + 2 for c in cols))
+    w = max(16, *(len(c) + 2 for c in cols))  # room for '158.6 (27.8)' with a gap
     line = lambda label, vals: print(f"{label:<34}" + "".join(f"{v:>{w}}" for v in vals))  # noqa: E731
     line("", cols)
     line("verified tasks", [f"{int(r['summary']['n']):,}" for r in runs])
