@@ -651,6 +651,8 @@ def main_multi(argv=None) -> dict:
     sft_by_env = {r["env"]: r["pass^1"] for r in sft_rows if r["arm"] == "after SFT" and r["env"] != "all"}
     order = sorted(envs, key=lambda e: -(sft_by_env[e] or 0))
     difficulty = {e: lvl for e, lvl in zip(order, ["easy", "medium", "hard"] + ["harder"] * len(order))}
+    if len(set(sft_by_env.values())) < len(envs):  # a tie in the measured SFT pass rate ranks nothing
+        difficulty = {e: f"SFT {sft_by_env[e]} (tied)" for e in envs}
     print(f"  after SFT, per environment: {sft_by_env} -> {difficulty}", flush=True)
 
     def finish(runs: dict[str, list[dict]], final: bool) -> dict:
