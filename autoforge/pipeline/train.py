@@ -150,7 +150,7 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base
 def demo_headline(out: dict[str, Any], cfg: TrainConfig) -> str:
     """``held-out pass^1: before X -> after Y (N tasks, E environments, S steps: ...)`` of a demo run."""
     ev = out["evals"]
-    before, after = ev["start"], ev.get("end") or ev.get("sft")
+    before, after = ev.get("start") or ev["sft"], ev.get("end") or ev.get("sft")  # eval_at without "start": from SFT
     n_sft = sum(1 for h in out["history"] if h["phase"] == "sft")
     n_erpo = sum(1 for h in out["history"] if h["phase"] == "erpo")
     mid = f", {ev['sft']['success_rate']:.3f} after SFT" if "sft" in ev and ev.get("end") else ""
