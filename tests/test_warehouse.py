@@ -134,6 +134,86 @@ def test_second_process_gets_a_clear_busy_error(warehouse, tmp_path):
     assert query(warehouse, "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 1
 
 
+def test_a_new_warehouse_file_is_never_created_by_duckdb_in_place(tmp_path, monkeypatch):
+    """DuckDB creating a missing file in place (stat, open, lock, write empty headers) wipes a file
+    another process created, committed to and closed in between; so the file must already exist,
+    whole, when DuckDB is first asked to open it for writing (and no temporary file is left)."""
+    import autoforge.warehouse.engine as engine
+
+    seen = []
+    real_open = engine._open
+
+    def spy(eng, url, path, *a, **kw):
+        seen.append(path.exists() and path.read_bytes()[8:12] == b"DUCK")
+        return real_open(eng, url, path, *a, **kw)
+
+    monkeypatch.setattr(engine, "_open", spy)
+    wh = tmp_path / "new" / "w.duckdb"
+    write_records(str(wh), [_spec(1)])
+    assert seen and all(seen), seen
+    assert sorted(p.name for p in wh.parent.iterdir()) == ["w.duckdb"]
+    assert query(str(wh), "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 1
+
+
+def test_a_file_created_meanwhile_by_another_process_is_kept(tmp_path, monkeypatch):
+    """The other creator wins the race to the name: its committed rows stay, ours go in beside them."""
+    import duckdb
+
+    import autoforge.warehouse.engine as engine
+
+    wh = tmp_path / "w.duckdb"
+    real_make = engine.make_engine
+
+    def make(url, **kw):
+        if ".creating" in url and not wh.exists():  # our temporary file is being built: the other process creates wh
+            con = duckdb.connect(str(wh))
+            con.execute("CREATE TABLE theirs AS SELECT 42 AS x")
+            con.close()
+        return real_make(url, **kw)
+
+    monkeypatch.setattr(engine, "make_engine", make)
+    assert engine.create_duckdb_file(wh) is False
+    write_records(str(wh), [_spec(1)])
+    assert query(str(wh), "SELECT x FROM theirs", read_only_check=False) == [{"x": 42}]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.duckdb"]
+
+
+def test_duckdb_is_not_even_opened_while_another_autoforge_process_holds_the_file(warehouse, monkeypatch):
+    """DuckDB reads a file's headers before it takes its lock and trusts them once it has it: a
+    connection that read them, then locked after another process committed and closed, writes over
+    that commit. So while another process has a connection open, ours waits before DuckDB opens the
+    file at all (our own flock), and then says which process holds it."""
+    import sqlalchemy as sa
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from autoforge.warehouse.engine import connect
+            with connect({warehouse!r}):
+                print("locked", flush=True)
+                sys.stdin.readline()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        from autoforge.warehouse.engine import connect
+
+        calls = []
+        real_connect = sa.Engine.connect
+        monkeypatch.setattr(sa.Engine, "connect", lambda self, *a, **kw: calls.append(1) or real_connect(self, *a, **kw))
+        for read_only in (False, True):
+            with pytest.raises(WarehouseBusyError) as e:
+                with connect(warehouse, read_only=read_only, lock_timeout_s=0.3):
+                    pass
+            assert f"in use by process {holder.pid}" in str(e.value), str(e.value)
+        assert calls == []  # DuckDB never read the headers the holder was about to change
+    finally:
+        holder.communicate("\n", timeout=30)
+    write_records(warehouse, [_spec(3)])
+    assert query(warehouse, "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 1
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_export(warehouse, tmp_path, fmt):
     write_records(warehouse, [_spec(i) for i in range(5)])

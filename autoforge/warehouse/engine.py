@@ -9,7 +9,15 @@ can open it at all (not even read-only). So every connection here is short-lived
 open, do one batch, close), and opening a busy file is retried with a bounded backoff for
 ``Settings.lock_timeout_s`` seconds (``AUTOFORGE_LOCK_TIMEOUT``, default 30) before a
 :class:`~autoforge.errors.WarehouseBusyError` says who holds it. The file is never written
-by two processes at once, so it cannot be corrupted by us.
+by two processes at once, so it cannot be corrupted by us. A new file is never created by
+DuckDB in place (:func:`create_duckdb_file`): it is built under a temporary name and linked
+into place whole, so two processes creating one warehouse at once cannot wipe each other's
+first transaction. DuckDB also reads a file's headers before it takes its lock, and does not
+read them again once it holds it: a connection that read them, then got the lock only after
+another process had committed and closed, writes on top of that commit as if it never
+happened. So every connection of ours holds a lock of our own on the file (``flock``: exclusive
+to write, shared to read) from before DuckDB opens it until DuckDB has closed it
+(:class:`_FileLock`), and DuckDB only ever reads headers no one can change under it.
 
 Every DuckDB connection sees the warehouse and nothing else: external access (files, URLs,
 extension installs) is off, extensions are never installed or loaded on demand, and the
@@ -21,9 +29,12 @@ those paths. A PostgreSQL connection opened ``read_only`` runs in a read-only tr
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import struct
+import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -32,6 +43,11 @@ from sqlalchemy.pool import NullPool
 
 from autoforge.errors import WarehouseBusyError, WarehouseError
 from autoforge.settings import get_settings, warehouse_url
+
+try:
+    import fcntl
+except ImportError:  # Windows: DuckDB's own lock is all there is
+    fcntl = None  # type: ignore[assignment]
 
 # Files are written in a format the stock `duckdb` shell of the 1.5 line can still open.
 DUCKDB_STORAGE_VERSION = "v1.5.0"
@@ -255,33 +271,145 @@ def _plausible(blocks: int, alloc: int) -> bool:
     return 4096 <= alloc <= 1 << 28 and alloc & (alloc - 1) == 0 and blocks < 1 << 40
 
 
+def create_duckdb_file(path: Path) -> bool:
+    """Create an empty warehouse file at ``path`` atomically, unless one is there; True if this call made it.
+
+    DuckDB creates a missing file in steps: it stats the path, opens it (O_CREAT), takes the
+    lock, then writes fresh, empty headers. A process that stats before another one creates
+    the file, and locks after that one has committed and closed it (a scheduler pause of a
+    fraction of a second is enough), overwrites the headers: every transaction the other
+    process committed is gone (tables, migrations, its ``runs`` row) and both report success.
+    So DuckDB only ever creates a file under a temporary name beside ``path``; the closed,
+    complete file is then hard-linked to ``path``, which fails if the name is taken (another
+    process won: its file is used). A DuckDB write connection is thus always given an existing
+    whole file. On a file system without hard links DuckDB creates the file in place, as before.
+    """
+    if path.exists():
+        return False
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.creating")
+    try:
+        engine = make_engine("duckdb:///" + str(tmp))
+        try:
+            engine.connect().close()  # DuckDB writes the headers of an empty database (storage version as set)
+        finally:
+            engine.dispose()
+        try:
+            os.link(tmp, path)
+            return True
+        except FileExistsError:
+            return False  # another process created it meanwhile: theirs is the warehouse
+        except OSError:  # no hard links here (some FUSE / SMB / FAT file systems): let DuckDB create it
+            return False
+    except Exception as exc:  # noqa: BLE001 - driver errors vary
+        raise WarehouseError(
+            f"cannot create warehouse {path}: {_first_line(exc)}. Check that its folder is writable, or point "
+            "--warehouse (or AUTOFORGE_WAREHOUSE) at another file."
+        ) from exc
+    finally:
+        for leftover in (tmp, Path(f"{tmp}.wal")):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+
+
 def _first_line(exc: BaseException) -> str:
     return str(getattr(exc, "orig", None) or exc).strip().split("\n")[0]
 
 
-def _open(engine: sa.Engine, url: str, path: Path | None, timeout: float) -> sa.Connection:
-    """Connect, retrying a busy DuckDB file with backoff for ``timeout`` seconds."""
+class _FileLock:
+    """This process's ``flock`` on a warehouse file, held around a whole DuckDB connection (see the module doc).
+
+    ``flock`` locks belong to an open file, not to a process, and are independent of DuckDB's
+    own ``fcntl`` lock, so closing this descriptor never drops DuckDB's lock. Connections of
+    one process share one lock (counted): DuckDB shares one open database between them, and
+    a thread must not wait for a lock its own process holds. Only processes that go through
+    :func:`connect` take it; any other DuckDB client still meets DuckDB's lock.
+    """
+
+    _held: dict[str, list] = {}  # real path -> [descriptor, connections using it]
+    _mutex = threading.Lock()
+
+    def __init__(self, path: Path | None, shared: bool):
+        self.path, self.shared, self.key = path, shared, None
+
+    def acquire(self) -> bool:
+        """Take the lock without waiting; False if another process holds it. Nothing to lock is True."""
+        if fcntl is None or self.path is None or not self.path.exists():
+            return True
+        key = os.path.realpath(self.path)
+        with self._mutex:
+            entry = self._held.get(key)
+            if entry is None:
+                try:
+                    fd = os.open(key, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                except OSError:
+                    return True  # cannot open it to lock it: DuckDB will say why
+                try:
+                    fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    return False
+                except OSError:  # no flock on this file system (ENOLCK...): DuckDB's own lock only, as before
+                    os.close(fd)
+                    return True
+                entry = self._held[key] = [fd, 0]
+            entry[1] += 1
+        self.key = key
+        return True
+
+    def release(self) -> None:
+        if self.key is None:
+            return
+        with self._mutex:
+            entry = self._held[self.key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._held[self.key]
+                os.close(entry[0])
+        self.key = None
+
+    def holder(self) -> str:
+        """Who holds the lock, from /proc/locks where there is one."""
+        with contextlib.suppress(OSError, ValueError):
+            inode = os.stat(self.path).st_ino
+            for line in Path("/proc/locks").read_text().splitlines():
+                f = line.split()
+                if len(f) >= 6 and f[1] == "FLOCK" and f[5].rsplit(":", 1)[-1] == str(inode) and f[4] != str(os.getpid()):
+                    cmd = Path(f"/proc/{f[4]}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+                    return f"process {f[4]} ({cmd or 'unknown'})"
+        return "another process"
+
+
+def _open(engine: sa.Engine, url: str, path: Path | None, timeout: float, lock: _FileLock) -> sa.Connection:
+    """Connect, retrying a busy DuckDB file with backoff for ``timeout`` seconds; ``lock`` is held on success."""
     deadline = time.monotonic() + timeout
     delay = 0.05
     while True:
-        try:
-            return engine.connect()
-        except Exception as exc:  # noqa: BLE001 - driver errors vary by backend
-            if not _is_lock_error(exc):
-                if path is not None and path.exists() and is_corruption(exc):
-                    raise corrupt_file_error(path, _first_line(exc)) from exc
-                raise WarehouseError(
-                    f"cannot open warehouse {path or shown_url(url)}: {_first_line(exc)}. Check the path or URL given to "
-                    "--warehouse / AUTOFORGE_WAREHOUSE."
-                ) from exc
-            if time.monotonic() >= deadline:
-                raise WarehouseBusyError(
-                    f"warehouse {path or shown_url(url)} is in use by {_holder(exc)}; DuckDB allows one process at a "
-                    f"time. Waited {timeout:.0f}s. Wait for that run to finish, raise AUTOFORGE_LOCK_TIMEOUT, "
-                    "or point --warehouse at another file."
-                ) from exc
-            time.sleep(delay)
-            delay = min(delay * 2, 1.0)
+        busy: str | None = None
+        exc: BaseException | None = None
+        if not lock.acquire():
+            busy = lock.holder()
+        else:
+            try:
+                return engine.connect()
+            except Exception as e:  # noqa: BLE001 - driver errors vary by backend
+                lock.release()
+                exc = e
+                if not _is_lock_error(exc):
+                    if path is not None and path.exists() and is_corruption(exc):
+                        raise corrupt_file_error(path, _first_line(exc)) from exc
+                    raise WarehouseError(
+                        f"cannot open warehouse {path or shown_url(url)}: {_first_line(exc)}. Check the path or URL given to "
+                        "--warehouse / AUTOFORGE_WAREHOUSE."
+                    ) from exc
+                busy = _holder(exc)
+        if time.monotonic() >= deadline:
+            raise WarehouseBusyError(
+                f"warehouse {path or shown_url(url)} is in use by {busy}; DuckDB allows one process at a "
+                f"time. Waited {timeout:.0f}s. Wait for that run to finish, raise AUTOFORGE_LOCK_TIMEOUT, "
+                "or point --warehouse at another file."
+            ) from exc
+        time.sleep(delay)
+        delay = min(delay * 2, 1.0)
 
 
 @contextlib.contextmanager
@@ -311,6 +439,8 @@ def connect(
     if path is not None:
         check_duckdb_file(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            create_duckdb_file(path)
     try:
         engine = make_engine(url, read_only=read_only, files=files)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
@@ -318,8 +448,9 @@ def connect(
             f"cannot use warehouse URL {shown_url(url)!r}: {exc}. Install the database driver it names "
             "(`pip install 'psycopg[binary]'` for postgresql://) or use a DuckDB file path."
         ) from exc
+    lock = _FileLock(path, shared=read_only)
     try:
-        conn = _open(engine, url, path, timeout)
+        conn = _open(engine, url, path, timeout, lock)
     except BaseException:
         engine.dispose()
         raise
@@ -341,5 +472,8 @@ def connect(
             raise corrupt_file_error(path, _first_line(exc)) from exc
         raise
     finally:
-        conn.close()
-        engine.dispose()
+        try:
+            conn.close()
+            engine.dispose()
+        finally:
+            lock.release()  # only once DuckDB has closed the file
