@@ -18,10 +18,12 @@ wall time, negative = the flow beat the sequential library path):
     11 envs x 110 (full corpus)     -38%     -15%      38%
     11 envs x 20                    -28%      43%      34%
 
-The 3-run figure (full corpus, thread, ``--repeat 3``): library 125.1 / 43.0 / 43.8 s, flow 69.9 /
-53.0 / 62.6 s, shares -79% / 19% / 30%; median of the shares 19%, share of the medians 30%. The
-15% target is NOT met once the machine is quiet: then the flow's extra time is generate with two
-threads sharing the GIL (~+6 s of ~20 s) and ~1-2 s per subflow start and its artifact.
+The 3-run figure (full corpus, thread, ``--repeat 3``) on a loaded machine (load 8-13): library
+125.1 / 43.0 / 43.8 s, flow 69.9 / 53.0 / 62.6 s, shares -79% / 19% / 30%. The same on the quiet
+machine (load < 1, 2026-12-01): library 59.4 / 51.1 / 46.1 s, flow 60.7 / 54.9 / 45.0 s, shares
+2% / 7% / -2%; median of the shares 2%, share of the medians 7% (target <= 15%: met). What is left
+of the flow's extra time: generate's two threads sharing the GIL and ~1-2 s per subflow start and
+its artifact.
 
 Two environments run at once, each mostly waiting on its sandbox worker process, so threads
 overlap well despite the GIL. Worker processes pay a start-up that 2 cores do not win back: each
