@@ -121,7 +121,8 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
     rows = query(warehouse, "SELECT env_id, env_name, sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS train, "
                             "sum(CASE WHEN split = 'test' THEN 1 ELSE 0 END) AS test FROM v_curated_tasks "
                             "WHERE n_tool_calls <= :m AND n_reasoning_nodes = 0 GROUP BY env_id, env_name "
-                            "ORDER BY train DESC, env_name", {"m": max_calls})
+                            "ORDER BY train DESC, env_name", {"m": max_calls},
+                 read_only_check=False)  # fixed internal SQL: not the user-SQL path (refused for PG superusers)
     return [{**r, "train": int(r["train"]), "test": int(r["test"])} for r in rows[:k]]
 
 
