@@ -597,6 +597,8 @@ def main_multi(argv=None) -> dict:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--tool-schema", choices=("full", "compact", "brief"), default="brief",
+                    help="how tools are rendered in the policy's prompt (TrainConfig.tool_schema; brief: the demo's)")
     ap.add_argument("--eval-base", action="store_true", help="also evaluate the base checkpoint before SFT "
                     "(it knows no task: 0 in every run so far; costs an evaluation of babbling episodes)")
     ap.add_argument("--controlled-steps", type=int, default=30, help="steps of the controlled synthetic ablation (0 = skip)")
@@ -618,7 +620,7 @@ def main_multi(argv=None) -> dict:
     weights = {k: float(v) for k, v in (kv.split("=") for kv in args.env_weights.split(",") if kv)} or {e: 1.0 for e in envs}
     common = dict(model_path=str(base), device="cpu", seed=0, torch_threads=args.threads, envs=envs,
                   max_tool_calls=args.max_tool_calls, max_reasoning_nodes=args.max_reasoning_nodes, prompt_tools="used",
-                  tool_schema="compact", max_turns=6, max_new_tokens=args.max_new_tokens, max_episode_tokens=400,
+                  tool_schema=args.tool_schema, max_turns=6, max_new_tokens=args.max_new_tokens, max_episode_tokens=400,
                   temperature=args.temperature, rollout_concurrency=8, micro_batch_size=8, sft_batch_size=8,
                   sft_lr=args.sft_lr, sft_epochs=args.sft_epochs, sft_augment_copies=args.sft_augment,
                   checkpoint_every=1000, env_weights=weights)

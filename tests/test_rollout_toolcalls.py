@@ -128,6 +128,37 @@ def test_compact_schemas_keep_structure_and_drop_prose():
         tool_schemas(make_tools(), style="short")
 
 
+def test_brief_schemas_are_names_and_types_and_shorter():
+    import json as _json
+
+    from autoforge.rollout.toolcalls import brief_schema
+
+    compact, brief = tool_schemas(make_tools(), style="compact"), tool_schemas(make_tools(), style="brief")
+    assert [s["function"]["name"] for s in compact] == [s["name"] for s in brief]
+    assert len(_json.dumps(brief)) < 0.7 * len(_json.dumps(compact))
+    for c, b in zip(compact, brief):  # every property is there; optional ones end in "?"
+        cp = c["function"]["parameters"]
+        want = {k if k in cp.get("required", []) else k + "?" for k in cp.get("properties", {})}
+        assert set(b["arguments"] if isinstance(b["arguments"], dict) else ()) == want
+    nested = {"type": "object", "properties": {
+        "items": {"type": "array", "items": {"type": "object", "properties": {
+            "qty": {"type": "integer"}, "note": {"type": "string"}}, "required": ["qty"]}},
+        "mode": {"enum": ["a", "b"]}, "either": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        "meta": {"type": "object"}, "n": {"type": ["integer", "null"]}}, "required": ["items", "mode"]}
+    assert brief_schema(nested) == {"items": [{"qty": "integer", "note?": "string"}], "mode": ["a", "b"],
+                                    "either?": {"one of": ["string", "null"]}, "meta?": "object", "n?": "integer|null"}
+
+
+def test_openai_agent_refuses_brief_schemas():
+    from autoforge.errors import ConfigError
+    from autoforge.rollout.engine import AgentContext
+
+    agent = OpenAIAgent.__new__(OpenAIAgent)
+    ctx = AgentContext(task_id="t", env_id="e", tools=tool_schemas(make_tools(), style="brief"), system_prompt="")
+    with pytest.raises(ConfigError, match="compact"):
+        agent.reset(ctx)
+
+
 # --------------------------------------------------------------------------- native tool calls (stub server)
 
 

@@ -189,10 +189,12 @@ class TrainConfig(BaseModel):
         "'used' = only the tools some selected task (train or held-out) of that environment calls in its gold DAG — a "
         "smaller action space and a much shorter prompt for tiny CPU policies. Ours (the paper lists all tools)."
     )
-    tool_schema: Literal["full", "compact"] = Field(
+    tool_schema: Literal["full", "compact", "brief"] = Field(
         "full", description="How tool schemas are rendered into the policy's prompt: 'full' JSON Schemas (descriptions, "
-        "patterns, defaults) or 'compact' (types, properties, enums, required only; first sentence of the tool "
-        "description) — about a third of the prompt tokens for tiny CPU policies. Ours (the paper shows full docs)."
+        "patterns, defaults), 'compact' (types, properties, enums, required only; first sentence of the tool "
+        "description) — about a third of the prompt tokens for tiny CPU policies — or 'brief' (names and types in a "
+        "shorthand, optional names ending in '?'; a third of compact again; a policy's prompt only, not a JSON Schema "
+        "for an OpenAI-compatible agent; rollout.toolcalls.brief_schema). Ours (the paper shows full docs)."
     )
 
     # ----------------------------------------------------------------- episodes (autoforge.rollout)

@@ -155,7 +155,8 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
         norm = n_tok + w_ctx * sum(len(t.loss_mask) - 1 - sum(t.loss_mask[1:]) for t in trajs)
         opt.zero_grad(set_to_none=True)
         loss_sum, seq_tokens = 0.0, 0
-        for mb in _chunks(trajs, cfg.micro_batch_size):
+        by_len = sorted(trajs, key=lambda t: len(t.token_ids))  # micro-batches of similar length: less padding
+        for mb in _chunks(by_len, cfg.micro_batch_size):
             b = collate(mb, policy.pad_id, device=policy.device)
             lp, _ = _forward_logprobs(model, b, 1.0, all_positions=w_ctx > 0)  # [b, L-1]
             mask = b["loss_mask"][:, 1:]  # the label of position t is token t+1: mask of the target token

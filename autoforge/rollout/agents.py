@@ -235,6 +235,9 @@ class OpenAIAgent:
         self.use_cache = use_cache
 
     def reset(self, ctx: AgentContext) -> None:
+        if any("function" not in t for t in ctx.tools or ()):
+            raise ConfigError("the openai agent needs OpenAI function schemas: tool_schema 'brief' is a shorthand for a "
+                              "small policy's prompt; use tool_schema 'full' or 'compact'")
         self.ctx = ctx
         self.turn = 0
 

@@ -72,7 +72,7 @@ class EpisodeConfig:
     max_tokens: int = 32_768  # agent-generated tokens over the episode (estimated as chars/4 when unknown)
     max_calls_per_turn: int = 16  # tool calls beyond this in one turn get an error observation
     max_observation_chars: int = 8_000  # longer tool outputs are truncated in the transcript
-    tool_schema: str = "full"  # how tools are shown to the agent: "full" or "compact" (toolcalls.tool_schemas)
+    tool_schema: str = "full"  # how tools are shown to the agent: "full", "compact" or "brief" (toolcalls.tool_schemas)
 
 
 @dataclass
