@@ -128,7 +128,7 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
 
 def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base: str | Path | None = None,
                 envs: list[str] | None = None) -> TrainConfig:
-    """The ``autoforge demo`` run (about 7 minutes on one CPU core): the shipped base checkpoint
+    """The ``autoforge demo`` run (about 11 minutes on one CPU core): the shipped base checkpoint
     (``base``; :mod:`autoforge.rl.base`: it can copy values, it knows no task), the short tasks of the
     :func:`demo_envs`, SFT on their gold replays (+ 3 value-substituted copies each, so values are
     copied rather than memorised), then ``steps`` ERPO steps under 20% injected user errors; held-out
@@ -145,7 +145,7 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base
         envs=envs, max_tool_calls=DEMO_MAX_CALLS, max_reasoning_nodes=0, prompt_tools="used", tool_schema="brief",
         max_train_tasks=200, max_eval_tasks=20,
         tasks_per_batch=4, rollouts_per_task=4, max_turns=6, max_new_tokens=80, max_episode_tokens=300,
-        steps=steps, lr=5e-5, sft_epochs=2, sft_lr=2e-3, sft_batch_size=8, sft_augment_copies=3, micro_batch_size=8,
+        steps=steps, lr=5e-5, sft_epochs=4, sft_lr=2e-3, sft_batch_size=8, sft_augment_copies=3, micro_batch_size=8,
         user_error_rate=0.2, eval_at=["start", "sft", "end"], rollout_concurrency=8,
         checkpoint_dir=str(Path(out_dir) / "checkpoints"), checkpoint_every=1000)
 
