@@ -52,6 +52,40 @@ def test_recall_examples_train_only_the_calls_and_every_value_is_in_the_context(
     assert 0.0 <= exact_rate(pol, ex) <= 1.0
 
 
+def test_toolbox_dialogues_name_one_listed_tool_and_copy_its_arguments(tmp_path):
+    import random
+
+    from autoforge.dialogue import fact_line
+    from autoforge.rl.warmup import _vocab_words, toolbox_dialogue
+
+    pol = _policy(tmp_path)
+    words, caps = _vocab_words(pol.tokenizer)
+    lookups = 0
+    for i in range(200):
+        msgs, tools = toolbox_dialogue(random.Random(i), words, caps)
+        listed = {t["name"]: t["arguments"] for t in tools}
+        assert [t["name"] for t in tools] == sorted(listed) and 2 <= len(tools) <= 6
+        request = msgs[0].content.splitlines()[0]
+        calls = [m.tool_calls[0] for m in msgs if m.role == "assistant"]
+        target = calls[-1]
+        verb, *nouns = target.name.split("_")
+        assert request == f"Please {verb} the {' '.join(nouns)}."
+        # only the target has both the request's verb and its nouns (a lookup tool is find_<noun>_id)
+        assert [n for n in listed if n.split("_")[0] == verb and n.split("_")[1:] == nouns] == [target.name]
+        for call in calls:  # names and argument order from the list, values from the facts or the lookup's output
+            assert list(call.arguments) == list(listed[call.name])
+            for k, v in call.arguments.items():
+                if k.endswith("_id") and len(calls) == 2 and call is target and k not in msgs[0].content:
+                    assert json.loads(msgs[2].content) == {k: v}
+                    lookups += 1
+                else:
+                    assert fact_line(k, v) in msgs[0].content
+    assert lookups > 20
+    ex = recall_examples(pol.tokenizer, 40, seed=0, toolbox=0.5)
+    with_tools = sum("<tools>" in pol.tokenizer.decode(ids) for ids, _ in ex)
+    assert 5 < with_tools < 35 and list(ex) == list(recall_examples(pol.tokenizer, 40, seed=0, toolbox=0.5))
+
+
 def test_copy_warmup_trains_checkpoints_and_is_not_redone(tmp_path):
     pol = _policy(tmp_path)
     cfg = TrainConfig(copy_warmup_steps=4, copy_warmup_batch_size=4, sft_lr=3e-3, device="cpu",

@@ -125,6 +125,69 @@ def recall_dialogue(rng: random.Random, words: list[str], caps: list[str], max_f
     return msgs
 
 
+def _brief_type(value: Any) -> Any:
+    """The ``brief`` schema shorthand of a value (rollout.toolcalls.brief_schema), as the tool list shows it."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, dict):
+        return {k: _brief_type(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_brief_type(value[0])] if value else "array"
+    return "string"
+
+
+def toolbox_dialogue(rng: random.Random, words: list[str], caps: list[str],
+                     max_facts: int = 4) -> tuple[list[Message], list[dict[str, Any]]]:
+    """A recall dialogue with a tool list (TOOLBOX_VERSION 1): pick the tool a request names, copy its argument
+    names from the list and their values from the facts.
+
+    2-5 tools named ``verb_noun[_noun]`` from random words, shown in the ``brief`` shorthand; the
+    distractors share a verb or a noun with the target, so only both words pick it. The user asks
+    "please <verb> the <noun ...>" and lists the facts; half the time a lookup tool of the list
+    (``find_<noun>_id``) must first turn some facts into an id. Arguments are written in the tool's
+    own order, as a schema lists them.
+    """
+    from autoforge.dialogue import fact_line
+
+    verb, nouns = rng.choice(words), [rng.choice(words) for _ in range(rng.randint(1, 2))]
+    target = "_".join([verb, *nouns])
+    keys: list[str] = []
+    for _ in range(rng.randint(1, max_facts)):
+        keys.append(_word_key(rng, words, keys))
+    facts = {k: _value(rng, words, caps, keys) for k in keys}
+    names = {target}
+    while len(names) < rng.randint(2, 5):  # distractors: same verb, other noun / other verb, same noun
+        names.add("_".join([verb, rng.choice(words)] if rng.random() < 0.5 else [rng.choice(words), *nouns]))
+    tools = {n: {_word_key(rng, words): _brief_type(_scalar(rng, words, caps)) for _ in range(rng.randint(1, 3))}
+             for n in names - {target}}
+    calls: list[tuple[str, dict[str, Any], Any]] = []
+    args = dict(facts)
+    if len(keys) >= 2 and rng.random() < 0.5:  # look an id up first
+        looked = rng.sample(keys, rng.randint(1, len(keys) - 1))
+        finder, id_key = f"find_{nouns[0]}_id", f"{nouns[0]}_id"
+        id_value = _scalar(rng, words, caps)
+        tools[finder] = {k: _brief_type(facts[k]) for k in looked}
+        calls.append((finder, {k: facts[k] for k in looked}, {id_key: id_value}))
+        args = {id_key: id_value, **{k: v for k, v in facts.items() if k not in looked}}
+    order = list(args)
+    rng.shuffle(order)
+    tools[target] = {k: _brief_type(args[k]) for k in order}
+    calls.append((target, {k: args[k] for k in order}, None))
+    request = f"Please {verb} the {' '.join(nouns)}."
+    msgs = [Message(role="user", content=request + "\n" + "\n".join(fact_line(k, v) for k, v in facts.items()))]
+    for i, (name, a, out) in enumerate(calls):
+        msgs.append(Message(role="assistant", content="", tool_calls=[ToolCall(id=f"call_{i}", name=name, arguments=a)]))
+        if out is not None:
+            msgs.append(Message(role="tool", tool_call_id=f"call_{i}", name=name,
+                                content=json.dumps(out, separators=(",", ":"), ensure_ascii=False)))
+    listed = sorted(tools)
+    return msgs, [{"name": n, "arguments": tools[n]} for n in listed]
+
+
 class RecallExamples(Sequence):
     """``n`` warm-up dialogues as ``(token_ids, loss_mask)`` in the policy's layout (mask on the calls).
 
@@ -135,8 +198,8 @@ class RecallExamples(Sequence):
 
     lazy = True  # trainer.sft: every example trains on its calls, nothing to filter up front
 
-    def __init__(self, tokenizer, n: int, seed: int = 0):
-        self.tokenizer, self.n, self.seed = tokenizer, int(n), seed
+    def __init__(self, tokenizer, n: int, seed: int = 0, toolbox: float = 0.0):
+        self.tokenizer, self.n, self.seed, self.toolbox = tokenizer, int(n), seed, float(toolbox)
         self.words, self.caps = _vocab_words(tokenizer)
 
     def __len__(self) -> int:
@@ -150,12 +213,16 @@ class RecallExamples(Sequence):
         from autoforge.rl.policy import encode_episode
 
         rng = random.Random(f"copy-warmup:{self.seed}:{i % self.n}")
+        if self.toolbox and rng.random() < self.toolbox:
+            msgs, tools = toolbox_dialogue(rng, self.words, self.caps)
+            return encode_episode(self.tokenizer, msgs, tools)
         return encode_episode(self.tokenizer, recall_dialogue(rng, self.words, self.caps), None)
 
 
-def recall_examples(tokenizer, n: int, seed: int = 0) -> RecallExamples:
-    """``n`` warm-up dialogues (:class:`RecallExamples`, generated on demand)."""
-    return RecallExamples(tokenizer, n, seed)
+def recall_examples(tokenizer, n: int, seed: int = 0, toolbox: float = 0.0) -> RecallExamples:
+    """``n`` warm-up dialogues (:class:`RecallExamples`, generated on demand); a share ``toolbox`` of
+    them are :func:`toolbox_dialogue` (a tool list to choose from), the rest :func:`recall_dialogue`."""
+    return RecallExamples(tokenizer, n, seed, toolbox)
 
 
 def exact_rate(policy, examples, batch: int = 50) -> float:
