@@ -468,7 +468,8 @@ def cmd_base_checkpoint(args: argparse.Namespace) -> int:
     from autoforge.rl.base import BASE_DIR, BaseSpec, build_base_checkpoint, estimated_build_s, read_manifest
 
     _quiet_hf()
-    spec = BaseSpec(**{k: v for k, v in (("steps", args.steps), ("seed", args.seed)) if v is not None})
+    spec = BaseSpec(**{k: v for k, v in (("steps", args.steps), ("seed", args.seed), ("toolbox", args.toolbox))
+                       if v is not None})
     out = Path(args.out) if args.out else BASE_DIR
     eta = estimated_build_s(spec)
     last = [time.perf_counter()]
@@ -502,6 +503,17 @@ def cmd_base_checkpoint(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------- parser
+
+
+def _share(text: str) -> float:
+    """argparse ``type=``: a number from 0 to 1 (e.g. 0.5)."""
+    try:
+        x = float(text)
+    except ValueError:
+        x = -1.0
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share from 0 to 1 (e.g. 0.5), got {text!r}")
+    return x
 
 
 def _number(key: str, flag: str | None = None) -> Callable[[str], Any]:
@@ -709,6 +721,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=_number("train_steps", "--steps"), default=None,
                    help="copy warm-up steps (default: BaseSpec.steps; fewer = quicker, copies worse)")
     s.add_argument("--seed", type=_number("seed"), default=None, help="seed of the weights and dialogues (default 0)")
+    s.add_argument("--toolbox", type=_share, default=None, metavar="SHARE",
+                   help="share of warm-up dialogues with a tool list to pick from, 0..1 (default: BaseSpec.toolbox, 0; "
+                        "0.5 makes the warm-up ~1.6x slower; not yet measured)")
     s.add_argument("--check", action="store_true", help="rebuild the checkpoint at --out from its manifest's spec in "
                    "a temp folder and compare the weights hash (exit 1 when they differ); writes nothing")
     return p

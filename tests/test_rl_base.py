@@ -67,6 +67,26 @@ def test_base_checkpoint_command_check(tmp_path, capsys):
     assert main(["base-checkpoint", "--out", str(tmp_path / "none"), "--check"]) != 0
 
 
+def test_base_checkpoint_command_toolbox_share(tmp_path, capsys, monkeypatch):
+    import pytest
+
+    import autoforge.rl.base as base
+    from autoforge.cli import main
+
+    seen = {}
+
+    def fake_build(out, spec, progress=None):
+        seen["spec"] = spec
+        return {"build_s": 0.0, "parameters": 1, "heldout_recall_exact": 0.0, "weights_sha256": "x"}
+
+    monkeypatch.setattr(base, "build_base_checkpoint", fake_build)
+    assert main(["base-checkpoint", "--out", str(tmp_path / "b"), "--toolbox", "0.5", "--steps", "2"]) == 0
+    assert seen["spec"].toolbox == 0.5 and seen["spec"].steps == 2
+    with pytest.raises(SystemExit):
+        main(["base-checkpoint", "--toolbox", "1.5"])
+    assert "share from 0 to 1" in capsys.readouterr().err
+
+
 def test_demo_headline_says_before_after_tasks_envs_steps():
     from autoforge.pipeline.train import demo_headline
     from autoforge.rl.config import TrainConfig
