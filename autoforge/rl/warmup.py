@@ -125,25 +125,22 @@ def recall_dialogue(rng: random.Random, words: list[str], caps: list[str], max_f
     return msgs
 
 
-def _brief_type(value: Any) -> Any:
-    """The ``brief`` schema shorthand of a value (rollout.toolcalls.brief_schema), as the tool list shows it."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
+def _schema_of(value: Any) -> dict[str, Any]:
+    """A JSON Schema a warm-up value satisfies (objects: every key required), to render with the real
+    ``brief`` shorthand (:func:`autoforge.rollout.toolcalls.brief_schema`)."""
     if isinstance(value, dict):
-        return {k: _brief_type(v) for k, v in value.items()}
+        return {"type": "object", "properties": {k: _schema_of(v) for k, v in value.items()}, "required": list(value)}
     if isinstance(value, list):
-        return [_brief_type(value[0])] if value else "array"
-    return "string"
+        return {"type": "array", "items": _schema_of(value[0])} if value else {"type": "array"}
+    kind = ("boolean" if isinstance(value, bool) else "integer" if isinstance(value, int)
+            else "number" if isinstance(value, float) else "string")
+    return {"type": kind}
 
 
 def toolbox_dialogue(rng: random.Random, words: list[str], caps: list[str],
                      max_facts: int = 4) -> tuple[list[Message], list[dict[str, Any]]]:
-    """A recall dialogue with a tool list (TOOLBOX_VERSION 1): pick the tool a request names, copy its argument
-    names from the list and their values from the facts.
+    """A recall dialogue with a tool list: pick the tool a request names, copy its argument names
+    from the list and their values from the facts.
 
     2-5 tools named ``verb_noun[_noun]`` from random words, shown in the ``brief`` shorthand; the
     distractors share a verb or a noun with the target, so only both words pick it. The user asks
@@ -152,6 +149,7 @@ def toolbox_dialogue(rng: random.Random, words: list[str], caps: list[str],
     own order, as a schema lists them.
     """
     from autoforge.dialogue import fact_line
+    from autoforge.rollout.toolcalls import brief_schema
 
     verb, nouns = rng.choice(words), [rng.choice(words) for _ in range(rng.randint(1, 2))]
     target = "_".join([verb, *nouns])
@@ -162,20 +160,20 @@ def toolbox_dialogue(rng: random.Random, words: list[str], caps: list[str],
     names = {target}
     while len(names) < rng.randint(2, 5):  # distractors: same verb, other noun / other verb, same noun
         names.add("_".join([verb, rng.choice(words)] if rng.random() < 0.5 else [rng.choice(words), *nouns]))
-    tools = {n: {_word_key(rng, words): _brief_type(_scalar(rng, words, caps)) for _ in range(rng.randint(1, 3))}
-             for n in names - {target}}
+    tools = {n: {_word_key(rng, words): _scalar(rng, words, caps) for _ in range(rng.randint(1, 3))}
+             for n in names - {target}}  # tool -> example arguments (the listed schema is derived from them)
     calls: list[tuple[str, dict[str, Any], Any]] = []
     args = dict(facts)
     if len(keys) >= 2 and rng.random() < 0.5:  # look an id up first
         looked = rng.sample(keys, rng.randint(1, len(keys) - 1))
         finder, id_key = f"find_{nouns[0]}_id", f"{nouns[0]}_id"
         id_value = _scalar(rng, words, caps)
-        tools[finder] = {k: _brief_type(facts[k]) for k in looked}
+        tools[finder] = {k: facts[k] for k in looked}
         calls.append((finder, {k: facts[k] for k in looked}, {id_key: id_value}))
         args = {id_key: id_value, **{k: v for k, v in facts.items() if k not in looked}}
     order = list(args)
     rng.shuffle(order)
-    tools[target] = {k: _brief_type(args[k]) for k in order}
+    tools[target] = {k: args[k] for k in order}
     calls.append((target, {k: args[k] for k in order}, None))
     request = f"Please {verb} the {' '.join(nouns)}."
     msgs = [Message(role="user", content=request + "\n" + "\n".join(fact_line(k, v) for k, v in facts.items()))]
@@ -184,8 +182,7 @@ def toolbox_dialogue(rng: random.Random, words: list[str], caps: list[str],
         if out is not None:
             msgs.append(Message(role="tool", tool_call_id=f"call_{i}", name=name,
                                 content=json.dumps(out, separators=(",", ":"), ensure_ascii=False)))
-    listed = sorted(tools)
-    return msgs, [{"name": n, "arguments": tools[n]} for n in listed]
+    return msgs, [{"name": n, "arguments": brief_schema(_schema_of(tools[n]))} for n in sorted(tools)]
 
 
 class RecallExamples(Sequence):
