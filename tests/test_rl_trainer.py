@@ -190,3 +190,66 @@ def test_sft_context_weight_scores_the_non_agent_tokens(base_dir, tmp_path):
     cfg = _cfg(tmp_path, sft_epochs=1, sft_batch_size=1, sft_context_weight=0.5, checkpoint_every=100)
     hist = sft(pol, [(ids, mask)], cfg)
     assert hist[0]["loss"] == pytest.approx(float((nll * w).sum() / w.sum()), rel=1e-4)
+
+
+def _env_dialogues(tokenizer, n_envs: int = 2, per_env: int = 3):
+    """Dialogues whose first message (a long system prompt per environment) is shared, then differ."""
+    from autoforge.rl.policy import encode_dialogue
+
+    out = []
+    for e in range(n_envs):
+        system = " ".join(f"tool{e}_{k} updates record R{k % 9} in environment {e}." for k in range(14))
+        for i in range(per_env):
+            out.append(encode_dialogue(tokenizer, [
+                {"role": "system", "content": system},
+                {"role": "user", "content": f"Please update record R{i} in environment {e}; set status {i % 4}."},
+                {"role": "assistant", "content": "", "tool_calls": [{"name": f"tool{e}_{i}", "arguments": {"id": f"R{i}"}}]},
+                {"role": "tool", "content": '{"ok": true}'},
+                {"role": "assistant", "content": f"Done: R{i} has status {i % 4}."}]))
+    return out
+
+
+def test_shared_prefix_pass_equals_the_plain_pass(base_dir):
+    """The prompt run once and its KV cache repeated: the same log-probs and gradients as one full pass per row."""
+    from autoforge.rl.trainer import Trajectory, _forward_logprobs, _micro_batches, _shared_prefix_len
+    from autoforge.rl.trajectory import collate
+
+    pol = load_policy(base_dir, device="cpu")
+    rows = [Trajectory("t", "e", ids, m, [0.0] * len(ids), 0.0) for ids, m in _env_dialogues(pol.tokenizer, 2, 3)]
+    mbs = _micro_batches(rows, 8, share=True)
+    assert sorted(len(mb) for mb, _ in mbs) == [3, 3] and all(p >= 64 for _, p in mbs)  # one per environment
+    for mb, p in mbs:
+        assert p == _shared_prefix_len(mb) and all(t.token_ids[:p] == mb[0].token_ids[:p] for t in mb)
+        assert all(t.loss_mask.index(1) > p for t in mb)  # no row trains inside the prefix
+    assert [len(mb) for mb, p in _micro_batches(rows, 8, share=False)] == [6]
+    assert [p for _, p in _micro_batches(rows[:1] + rows[3:4], 8, share=True)] == [0]  # two environments: no prefix
+
+    mb, p = mbs[0]
+    b = collate(mb, pol.pad_id)
+    results = []
+    for prefix in (0, p):
+        pol.model.zero_grad()
+        lp, _ = _forward_logprobs(pol.model, b, 1.0, shared_prefix=prefix)
+        (-(lp * b["loss_mask"][:, 1:]).sum()).backward()
+        results.append(((lp * b["loss_mask"][:, 1:]).detach(), [q.grad.clone() for q in pol.model.parameters()]))
+    (lp0, g0), (lp1, g1) = results
+    assert lp0.abs().sum() > 0 and torch.allclose(lp0, lp1, atol=1e-5)
+    for a, c in zip(g0, g1):
+        assert torch.allclose(a, c, atol=1e-5, rtol=1e-4)
+    with pytest.raises(ConfigError, match="inside the prefix"):
+        _forward_logprobs(pol.model, b, 1.0, shared_prefix=b["input_ids"].size(1) - 2)
+
+
+def test_sft_with_a_shared_prefix_follows_the_plain_run(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    data = _env_dialogues(pol.tokenizer, 2, 4)
+    hists = []
+    for share in (False, True):
+        torch.manual_seed(0)
+        p = load_policy(base_dir, device="cpu")
+        cfg = _cfg(tmp_path / str(share), sft_epochs=3, sft_batch_size=8, sft_lr=1e-2, checkpoint_every=100,
+                   sft_share_prefix=share)
+        hists.append([h["loss"] for h in sft(p, data, cfg)])
+    assert len(hists[0]) == 3 and hists[0][-1] < hists[0][0]
+    assert hists[1] == pytest.approx(hists[0], rel=1e-4)
+

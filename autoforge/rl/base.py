@@ -141,6 +141,7 @@ def build_base_checkpoint(out_dir: str | Path = BASE_DIR, spec: BaseSpec | None 
             policy = load_policy(init, device="cpu")
             cfg = TrainConfig(device="cpu", seed=spec.seed, sft_epochs=1, sft_lr=spec.lr, sft_batch_size=spec.batch_size,
                               micro_batch_size=spec.micro_batch_size, sft_schedule="cosine",
+                              sft_share_prefix=False,  # recall dialogues share no prompt; the micro-batches stay by length
                               checkpoint_dir=str(Path(tmp) / "warmup"), checkpoint_every=10**9,
                               tiny_vocab_size=spec.vocab_size, tiny_hidden_size=spec.hidden_size,
                               tiny_num_layers=spec.num_layers, tiny_num_heads=spec.num_heads)

@@ -146,6 +146,12 @@ class TrainConfig(BaseModel):
         "weight adds plain language modelling of the dialogue, which teaches a from-scratch tiny policy to copy ids "
         "and emails that appeared earlier in the context (induction) much sooner. Ours."
     )
+    sft_share_prefix: bool = Field(
+        True, description="SFT micro-batches group the dialogues of one environment and run their shared system "
+        "prompt and tool list once per micro-batch (its KV cache repeated over the rows, with grad): the same loss "
+        "and gradient up to float order; the demo's SFT steps (8 dialogues of 3 environments) take ~2.6x less "
+        "CPU. Off: one full pass per row, micro-batches by length. Only with sft_context_weight 0 (the prompt is not trained). Ours."
+    )
     sft_warmup_frac: float = Field(0.05, ge=0, le=1, description="Fraction of SFT steps spent warming the lr up "
                                    "(sft_schedule='cosine'). Ours.")
 

@@ -65,21 +65,35 @@ def _chunks(xs: Sequence, n: int):
         yield xs[i:i + n]
 
 
-def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool = False, all_positions: bool = False):
+def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool = False, all_positions: bool = False,
+                      shared_prefix: int = 0):
     """Log-probs of each token given its prefix.
 
     batch["input_ids"] [B, L] -> logprobs [B, L-1] (position t scores token t+1), entropy [B, L-1] or None.
     Logits are only materialised from the first position any row trains on (``logits_to_keep``):
     the prompt's [B, P, V] logits are never needed, which matters with 150k-token vocabularies.
     Positions before it are returned as 0 (the loss mask is 0 there).
+
+    ``shared_prefix`` = P > 0: every row starts with the same P tokens (one environment's system
+    prompt and tool list) and no row trains on them (:func:`_shared_prefix_len`). The prefix is run
+    once, as one row, with grad; its KV cache is repeated over the B rows and the B suffixes run on
+    it. Same log-probs and gradient as the plain pass (float order aside; a test compares them),
+    for (P + B(L-P)) / BL of the tokens (:func:`_micro_batches` chooses the groups).
     """
     ids = batch["input_ids"]
     L = ids.size(1)
     cols = torch.nonzero(batch["loss_mask"][:, 1:].sum(0)).flatten()
     first = int(cols[0]) if len(cols) and not all_positions else 0  # first target column (in [0, L-1)) any row trains on
-    kw = {"logits_to_keep": L - first} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
-    # use_cache=False: a training pass needs no KV cache (building one costs copies on every layer)
-    logits = model(input_ids=ids, attention_mask=batch["attention_mask"], use_cache=False, **kw).logits  # [B, L-first, V]
+    params = inspect.signature(model.forward).parameters
+    kw = {"logits_to_keep": L - first} if "logits_to_keep" in params else {}
+    if shared_prefix > 0:
+        if not kw or all_positions or first < shared_prefix:
+            raise ConfigError(f"shared_prefix {shared_prefix}: rows train from column {first}, inside the prefix "
+                              "(or the model cannot keep only some logits); run without a shared prefix")
+        logits = _suffix_logits(model, ids, batch["attention_mask"], shared_prefix, L - first)  # [B, L-first, V]
+    else:
+        # use_cache=False: a training pass needs no KV cache (building one costs copies on every layer)
+        logits = model(input_ids=ids, attention_mask=batch["attention_mask"], use_cache=False, **kw).logits  # [B, L-first, V]
     logits = logits[:, -(L - first):-1] if kw else logits[:, first:-1]  # [B, L-1-first, V]: scores tokens first+1..L-1
     if want_entropy:  # one log-softmax pass for both
         lp, ent = token_logprobs_and_entropy(logits, ids[:, first + 1:], temperature)
@@ -89,6 +103,87 @@ def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool
         lp = torch.cat([lp.new_zeros(lp.size(0), first), lp], dim=1)
         ent = torch.cat([ent.new_zeros(ent.size(0), first), ent], dim=1) if ent is not None else None
     return lp, ent
+
+
+def _suffix_logits(model, ids: torch.Tensor, attention_mask: torch.Tensor, P: int, keep: int) -> torch.Tensor:
+    """The last ``keep`` positions' logits of rows that share their first ``P`` tokens: the prefix
+    runs once as one row (with grad), its KV cache is repeated over the rows, the suffixes run on it."""
+    from autoforge.rl.trajectory import _cache_kwarg
+
+    B, L = ids.shape
+    cache_kw = _cache_kwarg(model)
+    out = model(input_ids=ids[:1, :P], use_cache=True, logits_to_keep=1)
+    cache = getattr(out, cache_kw, None) or out.past_key_values
+    cache.batch_repeat_interleave(B)  # [1, H, P, D] -> [B, H, P, D] on every layer; grad flows back to the one row
+    positions = torch.arange(P, L, device=ids.device).unsqueeze(0).expand(B, -1)
+    return model(input_ids=ids[:, P:], attention_mask=attention_mask, position_ids=positions, use_cache=False,
+                 logits_to_keep=min(keep, L - P), **{cache_kw: cache}).logits
+
+
+MIN_SHARED_PREFIX = 64  # tokens: below this a shared first pass costs more than it saves
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _untrained_head(t: Trajectory) -> int:
+    """How many leading tokens a shared prefix of ``t`` may cover: a row's first trained token at t
+    is scored by position t-1, which must lie after the prefix (P <= t-1), and every row keeps a suffix."""
+    first = t.loss_mask.index(1) if 1 in t.loss_mask else len(t.loss_mask)
+    return max(0, min(first - 1, len(t.token_ids) - 1))
+
+
+def _shared_prefix_len(group: Sequence[Trajectory]) -> int:
+    """Tokens every row of ``group`` starts with and no row trains on (0 when under MIN_SHARED_PREFIX)."""
+    if len(group) < 2:
+        return 0
+    p = min(_common_prefix(group[0].token_ids, t.token_ids) for t in group[1:])
+    p = min(p, *(_untrained_head(t) for t in group))
+    return p if p >= MIN_SHARED_PREFIX else 0
+
+
+def _micro_batches(trajs: Sequence[Trajectory], size: int, share: bool) -> list[tuple[list[Trajectory], int]]:
+    """``(micro-batch, shared prefix length)`` for one optimizer step, at most ``size`` rows each.
+
+    Plain plan: rows by length, cut into micro-batches of similar length (less padding). With
+    ``share``, rows ordered by their tokens (rows of one environment, with the same system prompt and
+    tool list, sit together) are also cut into runs that each run their shared prefix once, choosing
+    the cuts that cost the fewest token positions (P + rows x (longest - P) per micro-batch, by
+    dynamic programming; in token order a run's shared prefix is the least of its neighbours'); the
+    cheaper of the two plans is used."""
+    by_len = sorted(trajs, key=lambda t: len(t.token_ids))  # stable: the order of the batch within a length
+    plain = [(list(mb), 0) for mb in _chunks(by_len, size)]
+    if not share or len(trajs) < 2:
+        return plain
+    rows = sorted(trajs, key=lambda t: t.token_ids)
+    n = len(rows)
+    heads = [_untrained_head(t) for t in rows]
+    nbr = [_common_prefix(rows[k].token_ids, rows[k + 1].token_ids) for k in range(n - 1)]
+
+    def prefix(i: int, j: int) -> int:  # rows[i:j]
+        if j - i < 2:
+            return 0
+        p = min(min(nbr[i:j - 1]), min(heads[i:j]))
+        return p if p >= MIN_SHARED_PREFIX else 0
+
+    best, cut = [0] + [math.inf] * n, [0] * (n + 1)
+    for j in range(1, n + 1):
+        for i in range(max(0, j - size), j):
+            p, longest = prefix(i, j), max(len(t.token_ids) for t in rows[i:j])
+            cost = best[i] + p + (j - i) * (longest - p)
+            if cost < best[j]:
+                best[j], cut[j] = cost, i
+    shared, j = [], n
+    while j > 0:
+        shared.append((rows[cut[j]:j], prefix(cut[j], j)))
+        j = cut[j]
+    plain_cost = sum(len(mb) * max(len(t.token_ids) for t in mb) for mb, _ in plain)
+    return shared[::-1] if best[n] < plain_cost else plain
 
 
 # --------------------------------------------------------------------------- SFT cold start
@@ -155,10 +250,10 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
         norm = n_tok + w_ctx * sum(len(t.loss_mask) - 1 - sum(t.loss_mask[1:]) for t in trajs)
         opt.zero_grad(set_to_none=True)
         loss_sum, seq_tokens = 0.0, 0
-        by_len = sorted(trajs, key=lambda t: len(t.token_ids))  # micro-batches of similar length: less padding
-        for mb in _chunks(by_len, cfg.micro_batch_size):
+        # rows of one environment run their shared prompt once; the rest by length (less padding)
+        for mb, prefix in _micro_batches(trajs, cfg.micro_batch_size, share=w_ctx == 0 and cfg.sft_share_prefix):
             b = collate(mb, policy.pad_id, device=policy.device)
-            lp, _ = _forward_logprobs(model, b, 1.0, all_positions=w_ctx > 0)  # [b, L-1]
+            lp, _ = _forward_logprobs(model, b, 1.0, all_positions=w_ctx > 0, shared_prefix=prefix)  # [b, L-1]
             mask = b["loss_mask"][:, 1:]  # the label of position t is token t+1: mask of the target token
             weight = mask + w_ctx * (1 - mask) * b["attention_mask"][:, 1:].float()
             loss = -(lp * weight).sum() / norm  # token-level mean over the whole step's batch
