@@ -302,7 +302,7 @@ def main_single(argv=None) -> dict:
         sft_out = run_training(wh, sft_cfg, progress=printer(t0), out_dir=out / "sft")
         nll = {"base": heldout_nll(str(out / "sft" / "base"), wh, sft_cfg), "sft": heldout_nll(sft_out["checkpoint"], wh, sft_cfg)}
     sft_wall = time.perf_counter() - t
-    sft_ckpt = sft_out["checkpoint"]
+    sft_ckpt = sft_out["checkpoint"] or str(base)  # --sft-epochs 0: the arms start from --base (an SFT checkpoint made elsewhere)
     print(f"  held-out gold-dialogue NLL per agent token: base {nll['base']:.3f} -> after SFT {nll['sft']:.3f}", flush=True)
     # what a run killed later keeps (and what --sft-from reads); partial.json gains each finished arm
     (out / "sft_summary.json").write_text(json.dumps({**{k: v for k, v in sft_out.items() if k in SFT_KEYS}, "nll": nll},
@@ -578,7 +578,8 @@ def main_multi(argv=None) -> dict:
                     help="comma-separated environment names, each optionally :MIN-MAX gold tool calls of its tasks")
     ap.add_argument("--out", default="benchmarks/results/learning")
     ap.add_argument("--base", default=str(BASE_DIR), help="the policy SFT starts from (default: the shipped base "
-                    "checkpoint, built first when absent)")
+                    "checkpoint, built first when absent); with --sft-epochs 0 the arms start from it as it is, e.g. "
+                    "the demo's SFT checkpoint runs/demo/checkpoints/sft-000258")
     ap.add_argument("--max-tool-calls", type=int, default=4, help="for environments given without :MIN-MAX")
     ap.add_argument("--max-reasoning-nodes", type=int, default=0)
     ap.add_argument("--train-per-env", type=int, default=60)
@@ -641,7 +642,7 @@ def main_multi(argv=None) -> dict:
     t = time.perf_counter()
     sft_out, sft_outcomes = run_phase(data, cfg0, names, t0)
     sft_s = time.perf_counter() - t
-    sft_ckpt = sft_out["checkpoint"]
+    sft_ckpt = sft_out["checkpoint"] or str(base)  # --sft-epochs 0: the arms start from --base (an SFT checkpoint made elsewhere)
     sft_rows: list[dict] = []
     for point, arm in (("start", "base checkpoint"), ("sft", "after SFT")):
         if point not in cfg0.eval_at:
