@@ -99,6 +99,27 @@ def test_openai_file_level_definitions_resolve_from_document_root():
                                "required": []}
 
 
+def test_boolean_output_schemas_true_means_none_false_is_refused():
+    """A ``$ref`` to a boolean definition resolves to a boolean schema (found by the fuzz test): ``true``
+    is no output schema, ``false`` (no output valid) is a ToolDocError naming the pointer, in every format."""
+    defs = {"Any": True, "Nothing": False}
+    openai = lambda ref: {"definitions": defs, "functions": [{**GET_ORDER, "output_schema": {"$ref": ref}}]}  # noqa: E731
+    mcp = lambda ref: {"definitions": defs, "tools": [{**MCP_TOOL, "outputSchema": {"$ref": ref}}]}  # noqa: E731
+    for make, pointer in ((openai, "/functions/0/output_schema"), (mcp, "/tools/0/outputSchema")):
+        [tool] = parse(make("#/definitions/Any")).tools
+        assert tool.output_schema is None
+        e = err(make("#/definitions/Nothing"))
+        assert e.location == pointer and "boolean schema false" in str(e)
+    spec = {"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "components": {"schemas": defs},
+            "paths": {"/orders/{order_id}": {"get": {"operationId": "get_order", "parameters": [
+                {"name": "order_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "ok", "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/REF"}}}}}}}}}
+    [tool] = parse(json.dumps(spec).replace("REF", "Any"), "api.json").tools
+    assert tool.output_schema is None
+    assert "boolean schema false" in str(err(json.dumps(spec).replace("REF", "Nothing"), "api.json"))
+
+
 def test_property_named_like_a_keyword_is_kept():
     doc = {"name": "set_defs", "parameters": {"properties": {"definitions": {"type": "string"},
                                                              "default": {"type": "integer", "default": {"$ref": "x"}}}}}

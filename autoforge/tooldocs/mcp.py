@@ -15,7 +15,7 @@ from typing import Any
 from autoforge.errors import ToolDocError
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
 from autoforge.tooldocs.effects import explicit_effect, mcp_effect, tool_effect
-from autoforge.tooldocs.schema import RefResolver, check_schema, object_schema
+from autoforge.tooldocs.schema import RefResolver, object_schema, resolved_output
 
 
 def looks_like_mcp(data: Any) -> bool:
@@ -78,8 +78,8 @@ def _parse_tool(tool: Any, pointer: str, path: str, resolver: RefResolver) -> Pa
         out_ptr = f"{pointer}/outputSchema"
         if not isinstance(raw_out, dict):
             raise ToolDocError("'outputSchema' must be a JSON Schema object", path=path, location=out_ptr)
-        output_schema = resolver.resolve(raw_out, out_ptr, local_root=raw_out)
-        check_schema(output_schema, path, out_ptr)
+        output_schema = resolved_output(resolver.resolve(raw_out, out_ptr, local_root=raw_out), path, out_ptr,
+                                        what="outputSchema")
 
     effect = (
         mcp_effect(tool.get("annotations"), path, f"{pointer}/annotations")

@@ -22,7 +22,7 @@ from typing import Any
 from autoforge.errors import ToolDocError
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
 from autoforge.tooldocs.effects import explicit_effect, tool_effect
-from autoforge.tooldocs.schema import RefResolver, check_schema, object_schema
+from autoforge.tooldocs.schema import RefResolver, object_schema, resolved_output
 
 CONTAINER_KEYS = ("tools", "functions")
 
@@ -96,8 +96,8 @@ def _parse_item(item: Any, pointer: str, path: str, resolver: RefResolver) -> Pa
             raw_out = fn[key]
             if not isinstance(raw_out, dict):
                 raise ToolDocError(f"'{key}' must be a JSON Schema object", path=path, location=out_ptr)
-            output_schema = resolver.resolve(raw_out, out_ptr, local_root=raw_out)
-            check_schema(output_schema, path, out_ptr)
+            output_schema = resolved_output(resolver.resolve(raw_out, out_ptr, local_root=raw_out), path, out_ptr,
+                                            what=key)
             break
 
     effect = explicit_effect(fn, path, fn_ptr) or tool_effect(name, description, parameters)

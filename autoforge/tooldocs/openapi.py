@@ -23,7 +23,7 @@ from typing import Any
 from autoforge.errors import ToolDocError
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
 from autoforge.tooldocs.effects import explicit_effect, method_effect
-from autoforge.tooldocs.schema import RefResolver, check_schema, lookup_pointer, object_schema
+from autoforge.tooldocs.schema import RefResolver, check_schema, lookup_pointer, object_schema, resolved_output
 from autoforge.tooldocs.source import pointer_token
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -208,10 +208,7 @@ def _operation(route: str, method: str, op: Any, shared: Any, pointer: str, doc:
         found = _json_schema(resp.get("content"), path, f"{r_ptr}/content")
         if found:
             raw_schema, s_ptr = found
-            output_schema = resolver.resolve(raw_schema, s_ptr)
-            check_schema(output_schema, path, s_ptr)
-            if not isinstance(output_schema, dict):
-                output_schema = None
+            output_schema = resolved_output(resolver.resolve(raw_schema, s_ptr), path, s_ptr, what="schema")
             break
 
     effect = explicit_effect(op, path, pointer) or method_effect(method, description)

@@ -187,6 +187,19 @@ def check_schema(schema: Any, path: str, pointer: str) -> None:
             raise bad(key, "a string")
 
 
+def resolved_output(schema: Any, path: str, pointer: str, *, what: str = "output_schema") -> dict[str, Any] | None:
+    """A resolved output schema as a tool keeps it: an object schema, or None for the boolean schema
+    ``true`` (any output). ``false`` (no output is valid, e.g. a ``$ref`` to a ``false`` definition)
+    is refused, naming the pointer."""
+    check_schema(schema, path, pointer)
+    if schema is True:
+        return None
+    if schema is False:
+        raise ToolDocError(f"'{what}' resolves to the boolean schema false, which no output satisfies; give the "
+                           "tool's output as an object schema, or leave it out", path=path, location=pointer or "/")
+    return schema
+
+
 def object_schema(schema: Any, path: str, pointer: str, *, what: str = "parameters") -> dict[str, Any]:
     """Normalise a resolved top-level schema to ``{"type": "object", "properties": {...}, "required": [...]}``.
 
