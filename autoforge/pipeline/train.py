@@ -128,7 +128,8 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
 
 def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base: str | Path | None = None,
                 envs: list[str] | None = None) -> TrainConfig:
-    """The ``autoforge demo`` run (about 6 minutes on one CPU core): the shipped base checkpoint
+    """The ``autoforge demo`` run (8-11 minutes on one core of the 2-core dev machine: 497 s and 658 s in two
+    runs, SFT 1.5-2.1 s per step as the shared host varied): the shipped base checkpoint
     (``base``; :mod:`autoforge.rl.base`: it can copy values, it knows no task), the short tasks of the
     :func:`demo_envs`, SFT on their gold replays (+ 3 value-substituted copies each, so values are
     copied rather than memorised; 2 epochs), then ``steps`` ERPO steps under 20% injected user errors;
