@@ -14,6 +14,7 @@ both go through :func:`train_config`.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -128,8 +129,9 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
 
 def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base: str | Path | None = None,
                 envs: list[str] | None = None) -> TrainConfig:
-    """The ``autoforge demo`` run (8-11 minutes on one core of the 2-core dev machine: 497 s and 658 s in two
-    runs, SFT 1.5-2.1 s per step as the shared host varied): the shipped base checkpoint
+    """The ``autoforge demo`` run (~7 minutes on the 2-core dev machine with 2 torch threads: 416 s, SFT
+    1.1 s per step; with 1 thread it took 497 s and 658 s, SFT 1.5-2.1 s per step as the shared host varied,
+    and gave the same 0.208 after SFT): the shipped base checkpoint
     (``base``; :mod:`autoforge.rl.base`: it can copy values, it knows no task), the short tasks of the
     :func:`demo_envs`, SFT on their gold replays (+ 3 value-substituted copies each, so values are
     copied rather than memorised; 2 epochs), then ``steps`` ERPO steps under 20% injected user errors;
@@ -146,7 +148,7 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base
     spec = BaseSpec()
     envs = envs if envs is not None else [r["env_name"] for r in demo_envs(warehouse)]
     return TrainConfig(
-        model_path=str(base or BASE_DIR), device="cpu", seed=0, torch_threads=1,
+        model_path=str(base or BASE_DIR), device="cpu", seed=0, torch_threads=min(2, os.cpu_count() or 1),
         tiny_vocab_size=spec.vocab_size, tiny_hidden_size=spec.hidden_size, tiny_num_layers=spec.num_layers,
         tiny_num_heads=spec.num_heads,
         envs=envs, max_tool_calls=DEMO_MAX_CALLS, max_reasoning_nodes=0, prompt_tools="used", tool_schema="brief",
