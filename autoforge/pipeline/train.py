@@ -129,9 +129,9 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
 
 def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base: str | Path | None = None,
                 envs: list[str] | None = None) -> TrainConfig:
-    """The ``autoforge demo`` run (~7 minutes on the 2-core dev machine with 2 torch threads: 416 s, SFT
-    1.1 s per step; with 1 thread it took 497 s and 658 s, SFT 1.5-2.1 s per step as the shared host varied,
-    and gave the same 0.208 after SFT): the shipped base checkpoint
+    """The ``autoforge demo`` run (289 s and 416 s in two runs on the 2-core dev machine with 2 torch threads,
+    SFT 0.75-1.1 s per step; with 1 thread 497 s and 658 s, as the shared host varied; 0.208 after SFT in
+    all four): the shipped base checkpoint
     (``base``; :mod:`autoforge.rl.base`: it can copy values, it knows no task), the short tasks of the
     :func:`demo_envs`, SFT on their gold replays (+ 3 value-substituted copies each, so values are
     copied rather than memorised; 2 epochs), then ``steps`` ERPO steps under 20% injected user errors;
