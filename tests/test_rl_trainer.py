@@ -211,7 +211,7 @@ def _env_dialogues(tokenizer, n_envs: int = 2, per_env: int = 3):
 
 def test_shared_prefix_pass_equals_the_plain_pass(base_dir):
     """The prompt run once and its KV cache repeated: the same log-probs and gradients as one full pass per row."""
-    from autoforge.rl.trainer import Trajectory, _forward_logprobs, _micro_batches, _shared_prefix_len
+    from autoforge.rl.trainer import Trajectory, _common_prefix, _forward_logprobs, _micro_batches, _untrained_head
     from autoforge.rl.trajectory import collate
 
     pol = load_policy(base_dir, device="cpu")
@@ -219,7 +219,7 @@ def test_shared_prefix_pass_equals_the_plain_pass(base_dir):
     mbs = _micro_batches(rows, 8, share=True)
     assert sorted(len(mb) for mb, _ in mbs) == [3, 3] and all(p >= 64 for _, p in mbs)  # one per environment
     for mb, p in mbs:
-        assert p == _shared_prefix_len(mb) and all(t.token_ids[:p] == mb[0].token_ids[:p] for t in mb)
+        assert p == min([*(_common_prefix(mb[0].token_ids, t.token_ids) for t in mb[1:]), *map(_untrained_head, mb)])
         assert all(t.loss_mask.index(1) > p for t in mb)  # no row trains inside the prefix
     assert [len(mb) for mb, p in _micro_batches(rows, 8, share=False)] == [6]
     assert [p for _, p in _micro_batches(rows[:1] + rows[3:4], 8, share=True)] == [0]  # two environments: no prefix

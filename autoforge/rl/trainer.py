@@ -75,7 +75,7 @@ def _forward_logprobs(model, batch: dict, temperature: float, want_entropy: bool
     Positions before it are returned as 0 (the loss mask is 0 there).
 
     ``shared_prefix`` = P > 0: every row starts with the same P tokens (one environment's system
-    prompt and tool list) and no row trains on them (:func:`_shared_prefix_len`). The prefix is run
+    prompt and tool list) and no row trains on them (:func:`_untrained_head`). The prefix is run
     once, as one row, with grad; its KV cache is repeated over the B rows and the B suffixes run on
     it. Same log-probs and gradient as the plain pass (float order aside; a test compares them),
     for (P + B(L-P)) / BL of the tokens (:func:`_micro_batches` chooses the groups).
@@ -113,7 +113,7 @@ def _suffix_logits(model, ids: torch.Tensor, attention_mask: torch.Tensor, P: in
     B, L = ids.shape
     cache_kw = _cache_kwarg(model)
     out = model(input_ids=ids[:1, :P], use_cache=True, logits_to_keep=1)
-    cache = getattr(out, cache_kw, None) or out.past_key_values
+    cache = getattr(out, cache_kw)
     cache.batch_repeat_interleave(B)  # [1, H, P, D] -> [B, H, P, D] on every layer; grad flows back to the one row
     positions = torch.arange(P, L, device=ids.device).unsqueeze(0).expand(B, -1)
     return model(input_ids=ids[:, P:], attention_mask=attention_mask, position_ids=positions, use_cache=False,
@@ -136,15 +136,6 @@ def _untrained_head(t: Trajectory) -> int:
     is scored by position t-1, which must lie after the prefix (P <= t-1), and every row keeps a suffix."""
     first = t.loss_mask.index(1) if 1 in t.loss_mask else len(t.loss_mask)
     return max(0, min(first - 1, len(t.token_ids) - 1))
-
-
-def _shared_prefix_len(group: Sequence[Trajectory]) -> int:
-    """Tokens every row of ``group`` starts with and no row trains on (0 when under MIN_SHARED_PREFIX)."""
-    if len(group) < 2:
-        return 0
-    p = min(_common_prefix(group[0].token_ids, t.token_ids) for t in group[1:])
-    p = min(p, *(_untrained_head(t) for t in group))
-    return p if p >= MIN_SHARED_PREFIX else 0
 
 
 def _micro_batches(trajs: Sequence[Trajectory], size: int, share: bool) -> list[tuple[list[Trajectory], int]]:
