@@ -394,6 +394,10 @@ class Task(Record):
     run_id: str | None = None
     kind: Literal["state", "answer"] = "state"
     gold_answer: GoldAnswer | None = None  # kind=answer: what the final message must state
+    # Set by verify (sql/081): tasks.generate.duplicate_key and blueprint_key of the task, so a later batch
+    # reads two strings per verified task instead of every stored task's states and DAG.
+    duplicate_key: str | None = None
+    blueprint_key: str | None = None
 
 
 class VerificationResult(Record):

@@ -40,6 +40,7 @@ def generate_flow(
     test_fraction: float = TEST_FRACTION,
     warehouse: str | None = None,
     batch_id: str | None = None,
+    from_batch: str | None = None,
     task_runner: str | None = None,
     dask_address: str | None = None,
 ) -> dict:
@@ -48,6 +49,7 @@ def generate_flow(
     tasks_per_env: tasks wanted per environment; at most tasks_per_env * attempts_per_task instantiations are tried.
     backend: "offline" (template requests) or "openai" (the LLM rewrites each request; checked for leaks).
     test_fraction: share of tasks held out for evaluation (the split comes from each task id's hash).
+    from_batch: only the DAGs this factory batch's sample stage stored (the factory sets it); None = every stored DAG.
     task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
     dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
     """
@@ -55,7 +57,7 @@ def generate_flow(
                       test_fraction=test_fraction)
     runner_kind, address = choose_runner(task_runner, dask_address)
     params = stage.GenerateParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
-                                  attempts_per_task=attempts_per_task, test_fraction=test_fraction)
+                                  attempts_per_task=attempts_per_task, test_fraction=test_fraction, from_batch=from_batch)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
     with stage_runner(runner_kind, address) as runner:

@@ -56,7 +56,7 @@ class FactoryParams(StageParams):
                                           start=self.start, min_len=self.min_len, max_len=self.max_len, walks=self.walks,
                                           **sel),
             "generate": generate.GenerateParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend,
-                                                attempts_per_task=self.attempts_per_task, **sel),
+                                                attempts_per_task=self.attempts_per_task, from_batch=self.batch_id(), **sel),
             "verify": verify.VerifyParams(**sel),
         }
 

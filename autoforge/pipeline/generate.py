@@ -1,7 +1,7 @@
 """Stage 4 over the warehouse: task DAGs -> tasks (initial state, gold run, request, hidden facts).
 
-``load`` reads the environments, their accepted tools, their stored DAGs and the task ids already
-stored (left as they are on a re-run); :func:`run_one` calls :func:`autoforge.tasks.generate.generate_env`.
+``load`` reads the environments, their accepted tools, their stored DAGs (in a factory batch, those
+its sample stage stored) and the task ids already stored (left as they are on a re-run); :func:`run_one` calls :func:`autoforge.tasks.generate.generate_env`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,15 @@ class GenerateParams(EnvSelection):
     attempts_per_task: int = Field(4, description="at most tasks_per_env * attempts_per_task instantiations are tried")
     test_fraction: float = Field(TEST_FRACTION, description="share of tasks held out (split from the task id's hash)")
     backend: str = Field("offline", description='"offline" (template requests) or "openai" (the LLM rewrites each request)')
+    from_batch: str | None = Field(None, description="only the DAGs that this factory batch's sample stage stored (the factory "
+                                                     "sets it, so a batch's memory and time follow the batch, not the "
+                                                     "warehouse); None = every stored DAG of the environments")
 
     def run_row(self, batch_id: str | None = None) -> Run:
+        extra = {"from_batch": self.from_batch} if self.from_batch else {}
         return Run.make(STAGE, {"seed": self.seed, **self.selection(), "tasks_per_env": self.tasks_per_env,
-                                "attempts_per_task": self.attempts_per_task, "test_fraction": self.test_fraction}, batch_id)
+                                "attempts_per_task": self.attempts_per_task, "test_fraction": self.test_fraction, **extra},
+                        batch_id)
 
 
 @dataclass
@@ -48,10 +53,16 @@ class GenerateInputs:
                               self.existing_ids)
 
 
-def load_dags(warehouse: str | None, env_ids: list[str]) -> list[TaskDag]:
-    """The stored DAGs of these environments."""
+def load_dags(warehouse: str | None, env_ids: list[str], from_batch: str | None = None) -> list[TaskDag]:
+    """The stored DAGs of these environments (``from_batch``: only those the batch's sample stage stored;
+    DAG ids are content hashes, so a DAG sampled again carries the latest sample run)."""
     where, params = ids_clause("env_id", env_ids)
-    return read_records(warehouse, TaskDag, where, params) if where else []
+    if not where:
+        return []
+    if from_batch:
+        where += " AND run_id IN (SELECT run_id FROM runs WHERE stage = 'sample' AND batch_id = :from_batch)"
+        params["from_batch"] = from_batch
+    return read_records(warehouse, TaskDag, where, params)
 
 
 def load(warehouse: str | None, params: GenerateParams) -> GenerateInputs:
@@ -60,7 +71,7 @@ def load(warehouse: str | None, params: GenerateParams) -> GenerateInputs:
     ids = [e.env_id for e in envs]
     if ids:
         where, qp = ids_clause("env_id", ids)
-        out.dags = by_env(load_dags(warehouse, ids))
+        out.dags = by_env(load_dags(warehouse, ids, params.from_batch))
         out.existing_ids = {r["task_id"] for r in query(warehouse, f"SELECT task_id FROM tasks WHERE {where}", qp,
                                                         read_only_check=False)}
     return out

@@ -1,7 +1,7 @@
 """Stage 5 over the warehouse: replay and check every generated task, mark it verified or rejected.
 
 ``load`` reads the tasks still ``generated`` (all with ``recheck``), their DAGs and tools, and the
-duplicate keys of tasks verified earlier; :func:`run_one` calls :func:`autoforge.tasks.verify.verify_env`.
+duplicate and blueprint keys of tasks verified earlier; :func:`run_one` calls :func:`autoforge.tasks.verify.verify_env`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ from pydantic import Field
 
 from autoforge.envs.interface import EnvFactory
 from autoforge.pipeline.common import EnvSelection, by_env, finish, ids_clause, load_environments, persist
-from autoforge.pipeline.generate import load_dags
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, stage_counts
 from autoforge.tasks.verify import verify_env
 from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
-from autoforge.warehouse import read_records
+from autoforge.warehouse import column_exists, query, read_records
 
 STAGE = "verify"
 
@@ -36,16 +35,16 @@ class VerifyParams(EnvSelection):
 class VerifyInputs:
     envs: list[EnvironmentRecord]
     tools: dict[str, list[ToolCode]]
-    dags: dict[str, list[TaskDag]] = field(default_factory=dict)
+    dags: dict[str, list[TaskDag]] = field(default_factory=dict)  # the DAGs of the tasks to check
     tasks: dict[str, list[Task]] = field(default_factory=dict)
-    existing_keys: dict[str, str] = field(default_factory=dict)  # duplicate keys of verified tasks -> their ids
+    existing_keys: dict[str, dict[str, str]] = field(default_factory=dict)  # env -> duplicate key of a verified task -> its id
     blueprints: dict[str, dict[str, int]] = field(default_factory=dict)  # env -> blueprint key -> verified tasks of it
 
     def only(self, env: EnvironmentRecord) -> "VerifyInputs":
         """What one environment's unit needs (a task runner ships this, not the whole stage's inputs)."""
-        return VerifyInputs([env], {env.env_id: self.tools.get(env.env_id, [])}, {env.env_id: self.dags.get(env.env_id, [])},
-                            {env.env_id: self.tasks.get(env.env_id, [])}, self.existing_keys,
-                            {env.env_id: self.blueprints.get(env.env_id, {})})
+        e = env.env_id
+        return VerifyInputs([env], {e: self.tools.get(e, [])}, {e: self.dags.get(e, [])}, {e: self.tasks.get(e, [])},
+                            {e: self.existing_keys.get(e, {})}, {e: self.blueprints.get(e, {})})
 
     def todo(self) -> list[EnvironmentRecord]:
         """The environments with tasks to check."""
@@ -53,30 +52,47 @@ class VerifyInputs:
 
 
 def load(warehouse: str | None, params: VerifyParams) -> VerifyInputs:
+    """What the stage reads grows with the tasks to check, not with the warehouse: those tasks, their
+    DAGs, and two keys per verified task (sql/081), so a batch into a warehouse of 100k tasks reads
+    ~100k short strings instead of every stored task's states."""
     envs, tools = load_environments(warehouse, params)
     out = VerifyInputs(envs, by_env(tools))
     ids = [e.env_id for e in envs]
     if not ids:
         return out
-    where, qp = ids_clause("env_id", ids)
-    out.dags = by_env(load_dags(warehouse, ids))
-    tasks = read_records(warehouse, Task, where, qp)
-    dag_by_id = {d.dag_id: d for ds in out.dags.values() for d in ds}
-    out.tasks = by_env(t for t in tasks if params.recheck or t.status == "generated")
+    envs_in, qp = ids_clause("env_id", ids)
+    todo = envs_in if params.recheck else f"{envs_in} AND status = 'generated'"
+    out.tasks = by_env(read_records(warehouse, Task, todo, qp))
+    dags_of = f"dag_id IN (SELECT dag_id FROM tasks WHERE {todo})"
     if not params.recheck:
-        done = [t for t in tasks if t.status == "verified" and t.dag_id in dag_by_id]
-        out.existing_keys = {duplicate_key(t, dag_by_id[t.dag_id]): t.task_id for t in done}
-        for t in done:
-            box = out.blueprints.setdefault(t.env_id, {})
-            key = blueprint_key(t.env_id, dag_by_id[t.dag_id])
-            box[key] = box.get(key, 0) + 1
+        keyed = column_exists(warehouse, "tasks", "duplicate_key")
+        done = f"{envs_in} AND status = 'verified'"
+        if keyed:
+            for r in query(warehouse, f"SELECT task_id, env_id, duplicate_key, blueprint_key FROM tasks WHERE {done} "
+                                      "AND duplicate_key IS NOT NULL ORDER BY task_id", qp, read_only_check=False):
+                _add_verified(out, r["env_id"], r["task_id"], r["duplicate_key"], r["blueprint_key"])
+        legacy = f"{done} AND duplicate_key IS NULL" if keyed else done  # verified before sql/081: derive the keys
+        old = read_records(warehouse, Task, legacy, qp)
+        if old:
+            old_dags = {d.dag_id: d for d in read_records(warehouse, TaskDag, f"{envs_in} AND dag_id IN "
+                                                          f"(SELECT dag_id FROM tasks WHERE {legacy})", qp)}
+            for t in old:
+                if (d := old_dags.get(t.dag_id)) is not None:
+                    _add_verified(out, t.env_id, t.task_id, duplicate_key(t, d), blueprint_key(t.env_id, d))
+    out.dags = by_env(read_records(warehouse, TaskDag, f"{envs_in} AND {dags_of}", qp))
     return out
+
+
+def _add_verified(out: VerifyInputs, env_id: str, task_id: str, dup: str, blueprint: str) -> None:
+    out.existing_keys.setdefault(env_id, {})[dup] = task_id  # task-id order, the last holder wins (as before)
+    box = out.blueprints.setdefault(env_id, {})
+    box[blueprint] = box.get(blueprint, 0) + 1
 
 
 def run_one(env: EnvironmentRecord, inp: VerifyInputs, run_id: str, *, env_factory: EnvFactory | None = None) -> StageResult:
     """One environment's tasks."""
     return verify_env(env, inp.tools.get(env.env_id, []), inp.tasks.get(env.env_id, []), inp.dags.get(env.env_id, []),
-                      existing=inp.existing_keys, blueprints=inp.blueprints.get(env.env_id), env_factory=env_factory,
+                      existing=inp.existing_keys.get(env.env_id), blueprints=inp.blueprints.get(env.env_id), env_factory=env_factory,
                       run_id=run_id)
 
 

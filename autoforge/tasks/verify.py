@@ -207,11 +207,13 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
     with open_env(mine, env_factory) as runtime:
         for task in sorted(tasks, key=lambda t: t.task_id):
             dag = dag_by_id.get(task.dag_id)
+            keys_of = {}
             if dag is None:
                 rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
             else:
                 rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id)
                 bp = blueprint_key(task.env_id, dag)
+                keys_of = {"duplicate_key": duplicate_key(task, dag), "blueprint_key": bp}
                 near = None
                 if all(r.passed for r in rs):
                     if held.get(bp, 0) >= cap:
@@ -223,7 +225,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
             results.extend(rs)
             failed = [r for r in rs if not r.passed]
             status = "rejected" if failed else "verified"
-            out_tasks.append(task.model_copy(update={"status": status, "run_id": run_id or task.run_id}))
+            out_tasks.append(task.model_copy(update={"status": status, "run_id": run_id or task.run_id, **keys_of}))
             if failed:
                 rejections.append(rejection("verify", task.task_id, failed[0].check, failed[0].reason, run_id))
     return out_tasks, results, rejections

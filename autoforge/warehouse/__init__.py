@@ -2,12 +2,13 @@
 
 from autoforge.warehouse.engine import connect, resolve_url
 from autoforge.warehouse.migrations import apply_migrations
-from autoforge.warehouse.store import TABLES, check_read_only, query, read_records, table_exists, write_records
+from autoforge.warehouse.store import TABLES, check_read_only, column_exists, query, read_records, table_exists, write_records
 
 __all__ = [
     "TABLES",
     "apply_migrations",
     "check_read_only",
+    "column_exists",
     "connect",
     "query",
     "read_records",

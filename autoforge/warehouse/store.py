@@ -452,6 +452,13 @@ def read_records(
     return out
 
 
+def column_exists(warehouse: str | None, table: str, column: str) -> bool:
+    """Whether ``table`` has ``column`` (a warehouse written before the migration that adds it has not)."""
+    rows = query(warehouse, "SELECT count(*) AS n FROM information_schema.columns WHERE table_name = :t AND column_name = :c",
+                 {"t": table, "c": column}, read_only_check=False)
+    return bool(rows and rows[0]["n"])
+
+
 def table_exists(warehouse: str | None, name: str) -> bool:
     rows = query(
         warehouse,
