@@ -132,15 +132,29 @@ def main() -> None:
     ap.add_argument("--warehouse", default=None, help="DuckDB file (default: a fresh temporary file)")
     ap.add_argument("--sample-s", type=float, default=0.5, help="memory sampling period in seconds (default 0.5)")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write the figures here as JSON")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on from the batches already in --json (same warehouse, next seed): a stopped run continues")
     args = ap.parse_args()
 
+    rows: list[dict] = []
+    if args.resume:
+        if not args.json or not Path(args.json).exists():
+            raise SystemExit("--resume needs --json PATH of the run to continue (written after every batch)")
+        done = json.loads(Path(args.json).read_text())
+        rows, args.warehouse = done["batches"], args.warehouse or done["total"]["warehouse"]
+        if not Path(args.warehouse).exists():
+            raise SystemExit(f"the run's warehouse {args.warehouse} is gone: start a new run without --resume")
     wh = args.warehouse or os.path.join(tempfile.mkdtemp(prefix="af_scale_"), "scale.duckdb")
     log = Path(wh).with_suffix(".log")
     print(f"warehouse {wh}; factory output in {log}", flush=True)
     print(f"{'batch':>5} {'seed':>4} {'wall s':>8} {'cpu s':>8} {'peak RSS MB':>12} {'largest MB':>11} "
           f"{'verified':>9} {'+new':>7} {'warehouse MB':>13}", flush=True)
-    rows, before = [], 0
-    for b in range(args.batches):
+    for b, r in enumerate(rows):
+        print(f"{b + 1:>5} {r['seed']:>4} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['peak_rss_total_mb']:>12,.0f} "
+              f"{r['peak_rss_single_mb']:>11,.0f} {r['curated']:>9,} {r['new']:>7,} {r['warehouse_mb']:>13.1f}  (earlier)",
+              flush=True)
+    before = rows[-1]["curated"] if rows else 0
+    for b in range(len(rows), args.batches):
         r = run_batch(wh, b, args.tasks_per_env, args.task_runner, args.sample_s, log)
         r.update(counts(wh), warehouse_mb=os.path.getsize(wh) / 2**20)
         r["new"] = r["curated"] - before
@@ -149,7 +163,7 @@ def main() -> None:
         print(f"{b + 1:>5} {r['seed']:>4} {r['wall_s']:>8.1f} {r['cpu_s']:>8.1f} {r['peak_rss_total_mb']:>12,.0f} "
               f"{r['peak_rss_single_mb']:>11,.0f} {r['curated']:>9,} {r['new']:>7,} {r['warehouse_mb']:>13.1f}", flush=True)
         if args.json:  # after every batch: a run stopped early keeps its figures
-            Path(args.json).write_text(json.dumps({"total": totals(rows, args), "batches": rows}, indent=2))
+            Path(args.json).write_text(json.dumps({"total": {**totals(rows, args), "warehouse": wh}, "batches": rows}, indent=2))
     total = totals(rows, args)
     n = max(1, total["verified_tasks"])
     print(f"total: {total['verified_tasks']:,} verified tasks ({total['task_rows']:,} task rows) over "
