@@ -208,7 +208,7 @@ def _prefect_env() -> None:
 def _factory_params(args: argparse.Namespace, bundled: bool):
     from autoforge.pipeline import FactoryParams
 
-    sampling = {k: getattr(args, k) for k in ("start", "min_len", "max_len", "walks", "attempts_per_task")
+    sampling = {k: getattr(args, k) for k in ("start", "min_len", "max_len", "walks", "attempts_per_task", "all_dags")
                 if getattr(args, k, None) is not None}
     return FactoryParams(
         backend=args.backend, tasks_per_env=args.tasks_per_env, seed=args.seed, env=args.env,
@@ -434,7 +434,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.rule(f"3. more short tasks for training: the factory again on {', '.join(envs)} "
                      f"({DEMO_TOP_UP} candidates each, seed {args.seed + 1})")
         for name in envs:
-            extra = FactoryParams(tasks_per_env=DEMO_TOP_UP, seed=args.seed + 1, bundled=True, warehouse=wh, env=name)
+            extra = FactoryParams(tasks_per_env=DEMO_TOP_UP, seed=args.seed + 1, bundled=True, warehouse=wh, env=name,
+                                  all_dags=True)  # a top-up: the first batch's DAGs take turns too
             run_factory_cli(extra, use_prefect=not args.no_prefect)
         console.rule(f"4. training: the shipped base policy (copies values, knows no task), SFT on the short tasks' "
                      f"gold dialogues, {args.train_steps} ERPO steps")
@@ -637,6 +638,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="walks per environment (default max(40, 2 * tasks-per-env // 3))")
     g.add_argument("--attempts-per-task", type=_number("attempts_per_task"), default=None,
                    help="instantiation attempts per wanted task (default 4)")
+    g.add_argument("--all-dags", action="store_true", default=None,
+                   help="generate from every stored DAG of the environments, not only those this batch sampled (a top-up "
+                        "of environments sampled before; by default a batch reads only its own DAGs, so its memory and "
+                        "time do not grow with the warehouse)")
 
     s = sub.add_parser("eval", parents=[common], help="roll out an agent with a simulated user on curated tasks: pass^k",
                        description="Evaluate an agent on curated tasks (v_curated_tasks) with a simulated user; prints "

@@ -64,6 +64,7 @@ def factory_flow(
     max_len: int = 5,
     walks: int | None = None,
     attempts_per_task: int = 4,
+    all_dags: bool = False,
     warehouse: str | None = None,
     task_runner: str | None = None,
     dask_address: str | None = None,
@@ -80,6 +81,7 @@ def factory_flow(
     min_len / max_len: walk length range, in tool calls.
     walks: walks (and merges) per environment; None = max(40, 2 * tasks_per_env // 3).
     attempts_per_task: instantiation attempts per wanted task.
+    all_dags: generate from every stored DAG of the environments, not only those this batch sampled (a top-up).
     warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
     task_runner: thread | process | dask, one runner for every stage; None = AUTOFORGE_TASK_RUNNER, else process.
     dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a
@@ -87,7 +89,7 @@ def factory_flow(
     """
     params = FactoryParams(backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [],
                            bundled=bundled, max_envs=max_envs, start=start, min_len=min_len, max_len=max_len,
-                           walks=walks, attempts_per_task=attempts_per_task, warehouse=warehouse)
+                           walks=walks, attempts_per_task=attempts_per_task, all_dags=all_dags, warehouse=warehouse)
     params.validate_for_run()
     runner_kind, address = choose_runner(task_runner, dask_address, default=FACTORY_DEFAULT)
     batch_id = params.batch_id()

@@ -92,5 +92,7 @@ def test_a_factory_batch_generates_from_its_own_dags(tmp_path):
     assert used and {d.run_id for d in used} == mine
     assert sorted(d.dag_id for d in used) == sorted(d.dag_id for d in stored if d.run_id in mine)
     assert len(used) < len(stored)  # the first batch's DAGs (not sampled again) stay out
-    everything = generate.load(wh, gp.model_copy(update={"from_batch": None})).dags  # `autoforge generate`: all of them
+    top_up = FactoryParams(env=ENV, tasks_per_env=40, seed=1, warehouse=wh, all_dags=True)  # --all-dags, the demo's top-up
+    assert top_up.stage_params()["generate"].from_batch is None and top_up.batch_id() != second.batch_id()
+    everything = generate.load(wh, top_up.stage_params()["generate"]).dags  # as `autoforge generate`: all of them
     assert sum(map(len, everything.values())) == len(stored)

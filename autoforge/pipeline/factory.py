@@ -40,11 +40,15 @@ class FactoryParams(StageParams):
     max_len: int = Field(5, description="longest walk, in tool calls")
     walks: int | None = Field(None, description="walks (and merges) per environment; None: max(40, 2 * tasks_per_env // 3)")
     attempts_per_task: int = Field(4, description="instantiation attempts per wanted task")
+    all_dags: bool = Field(False, description="generate from every stored DAG of the environments, not only those this "
+                                              "batch sampled (a top-up of environments sampled before: the demo's second "
+                                              "batch); the default keeps a batch's memory and time independent of the "
+                                              "warehouse")
     warehouse: str | None = Field(None, description="DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
 
     def batch_id(self) -> str:
         """Same parameters -> same batch id -> re-running adds no rows."""
-        return content_id("batch", self.model_dump(exclude={"warehouse"}))
+        return content_id("batch", self.model_dump(exclude={"warehouse"} | (set() if self.all_dags else {"all_dags"})))
 
     def stage_params(self) -> dict[str, StageParams]:
         """Each stage's parameters for this batch: the single place they are derived."""
@@ -56,7 +60,8 @@ class FactoryParams(StageParams):
                                           start=self.start, min_len=self.min_len, max_len=self.max_len, walks=self.walks,
                                           **sel),
             "generate": generate.GenerateParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend,
-                                                attempts_per_task=self.attempts_per_task, from_batch=self.batch_id(), **sel),
+                                                attempts_per_task=self.attempts_per_task,
+                                                from_batch=None if self.all_dags else self.batch_id(), **sel),
             "verify": verify.VerifyParams(**sel),
         }
 
