@@ -14,10 +14,12 @@ twice), so the scale run is ``--batches`` runs of ``autoforge factory --task-run
 warehouse grows across batches, so every batch after the first also measures the stages against
 a large warehouse (the reads of what is already there, the dedup on write).
 
-Measured (3 batches of 1,100 tasks per environment, 2 cores shared with training jobs): 12,056 /
-24,109 / 36,191 verified tasks; peak RSS 8.1 / 10.2 / 12.4 GB; warehouse 69 / 148 / 235 MB. The
-peak grows with the warehouse: the flow process reads every stored task and DAG of the batch's
-environments (``pipeline/verify.py: load``, ``load_dags``), ~2.2 GB more per 12k stored tasks.
+Measured (benchmarks/results/factory_scale/, 2 cores, nothing else running): 9 batches of 1,100
+tasks per environment, 108,421 verified tasks in 5,079 s wall and 8,252 s CPU; every batch 502-619
+s, peak RSS 6.3-6.6 GB (largest process 3.8-4.1 GB), ~12,040 new tasks; warehouse 751.5 MB. Flat,
+because a batch reads what it needs: generate its own batch's DAGs, verify two stored keys per
+verified task (sql/081). Before that, every stage read every stored task and DAG, and the peak grew
+~2.2 GB per 12k stored tasks (8.1 / 10.2 / 12.4 GB for batches 1-3): ~100k would not have fit.
 
 Memory is sampled every ``--sample-s`` seconds over the factory process and all its descendants
 (the Dask scheduler, nannies and workers, the sandbox workers, the ephemeral Prefect server): the
@@ -122,6 +124,31 @@ def totals(rows: list[dict], args: argparse.Namespace) -> dict:
             "warehouse_mb": rows[-1]["warehouse_mb"]}
 
 
+def plot(rows: list[dict], path: Path) -> None:
+    """Per batch, against the verified tasks stored after it: peak memory (all processes and the largest
+    one) and wall / CPU time. Flat lines: a batch costs the same however large the warehouse is."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 4))
+    FigureCanvasAgg(fig)
+    x = [r["curated"] / 1000 for r in rows]
+    mem, t = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    mem.plot(x, [r["peak_rss_total_mb"] / 1024 for r in rows], "o-", label="all processes")
+    mem.plot(x, [r["peak_rss_single_mb"] / 1024 for r in rows], "s-", label="largest process")
+    mem.set(xlabel="verified tasks in the warehouse after the batch (thousands)", ylabel="peak RSS (GiB)", ylim=(0, None),
+            title="memory per batch")
+    t.plot(x, [r["wall_s"] for r in rows], "o-", label="wall")
+    t.plot(x, [r["cpu_s"] for r in rows], "s-", label="CPU (process tree)")
+    t.set(xlabel="verified tasks in the warehouse after the batch (thousands)", ylabel="seconds", ylim=(0, None),
+          title="time per batch")
+    for ax in (mem, t):
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 2)[2])
@@ -165,6 +192,9 @@ def main() -> None:
         if args.json:  # after every batch: a run stopped early keeps its figures
             Path(args.json).write_text(json.dumps({"total": {**totals(rows, args), "warehouse": wh}, "batches": rows}, indent=2))
     total = totals(rows, args)
+    if args.json and rows:
+        plot(rows, Path(args.json).with_suffix(".png"))
+        print(f"figures: {args.json}, {Path(args.json).with_suffix('.png')}", flush=True)
     n = max(1, total["verified_tasks"])
     print(f"total: {total['verified_tasks']:,} verified tasks ({total['task_rows']:,} task rows) over "
           f"{total['environments']} environments in {total['wall_s']:.0f} s wall, {total['cpu_s']:.0f} s CPU "
