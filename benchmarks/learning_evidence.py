@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -614,6 +615,9 @@ def main_multi(argv=None) -> dict:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("AUTOFORGE_BENCH_WORK", "/tmp/autoforge_learning_multi"))
+    if work.exists():  # scratch of an earlier run: its checkpoints and evals.json would be resumed as this run's
+        print(f"removing the previous run's scratch {work}", flush=True)
+        shutil.rmtree(work)
     specs = [e for e in args.envs.split(",") if e]
     envs = [e.partition(":")[0] for e in specs]
     seeds = [int(s) for s in args.seeds.split(",")]
