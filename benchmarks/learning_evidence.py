@@ -59,6 +59,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -616,6 +617,10 @@ def main_multi(argv=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("AUTOFORGE_BENCH_WORK", "/tmp/autoforge_learning_multi"))
     if work.exists():  # scratch of an earlier run: its checkpoints and evals.json would be resumed as this run's
+        foreign = [p.name for p in work.iterdir() if not re.fullmatch(r"sft|synthetic_.+|(env|task)_(mask|nomask)_s\d+", p.name)]
+        if foreign:  # AUTOFORGE_BENCH_WORK may point anywhere: delete only what this script writes there
+            raise SystemExit(f"{work} holds {foreign[:5]}, not this benchmark's scratch; set AUTOFORGE_BENCH_WORK "
+                             "to an empty or new directory")
         print(f"removing the previous run's scratch {work}", flush=True)
         shutil.rmtree(work)
     specs = [e for e in args.envs.split(",") if e]
