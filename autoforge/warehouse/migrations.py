@@ -1,6 +1,7 @@
-"""Numbered SQL migrations from ``sql/``, applied in order and recorded.
+"""Numbered SQL migrations from the package's ``autoforge/sql/``, applied in order and recorded.
 
-``sql/NNN_name.sql`` files hold one relation each. ``apply_migrations`` runs the ones not yet
+``sql/NNN_name.sql`` files hold one relation each; they ship inside the package (read with
+:mod:`importlib.resources`), so a wheel installed without the source tree builds a warehouse too. ``apply_migrations`` runs the ones not yet
 recorded in ``schema_migrations`` (in one transaction), so ``autoforge init`` twice changes
 nothing and an older warehouse is upgraded in place. A recorded file whose text changed is
 reported, not re-run: write a new numbered file instead of editing an applied one.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -28,7 +30,7 @@ from autoforge.types import utcnow
 from autoforge.warehouse.dialect import dialect_of, to_postgres
 from autoforge.warehouse.engine import connect
 
-SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
+SQL_DIR = Path(str(resources.files("autoforge") / "sql"))  # package data: autoforge/sql/*.sql
 PG_DIR_NAME = "postgresql"  # sql/postgresql/NNN_name.sql: the file PostgreSQL applies instead of sql/NNN_name.sql
 _PG_LOCK_KEY = 0x4175746F466F7267  # pg_advisory_xact_lock key of the migrator ("AutoForg")
 _NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
@@ -77,7 +79,7 @@ class Migration:
 def discover(sql_dir: Path | None = None) -> list[Migration]:
     sql_dir = sql_dir or SQL_DIR
     if not sql_dir.is_dir():
-        raise WarehouseError(f"migration folder {sql_dir} not found; install autoforge from a source checkout (pip install -e .)")
+        raise WarehouseError(f"migration folder {sql_dir} not found; the package is incomplete: reinstall autoforge (pip install --force-reinstall autoforge, or pip install -e . in a checkout)")
     found: dict[int, Migration] = {}
     for path in sorted(sql_dir.glob("*.sql")):
         m = _NAME.match(path.name)
