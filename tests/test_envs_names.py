@@ -13,7 +13,7 @@ import copy
 import pytest
 from test_synthesis_mockdomain import mock_specs, mock_toolset
 
-from autoforge.envs import naming as nm
+from autoforge.envs import pynames
 from autoforge.envs import prompts
 from autoforge.envs.runtime import Environment, run_tool_direct
 from autoforge.envs.sandbox import ArgBinder, check_source, load_tool, compile_tool
@@ -30,12 +30,12 @@ S = {"type": "string"}
     ("ünïcode", "n_code"), ("...", "tool"),
 ])
 def test_function_names_are_deterministic_identifiers(public, python):
-    assert nm.function_name(public) == python == nm.function_name(public)
+    assert pynames.function_name(public) == python == pynames.function_name(public)
     check_source(f"def {python}(state):\n    return {{}}\n", python)  # the sandbox accepts every one
 
 
 def test_argument_names_are_injective_and_keep_usable_names():
-    got = nm.argument_names(["order-id", "order_id", "from", "state", "class", "type", "x y", "min", ""])
+    got = pynames.argument_names(["order-id", "order_id", "from", "state", "class", "type", "x y", "min", ""])
     assert got == {"order-id": "order_id_2", "order_id": "order_id", "from": "from_", "state": "state_",
                    "class": "class_", "type": "type", "x y": "x_y", "min": "min_", "": "arg"}
     assert len(set(got.values())) == len(got) and all(v.isidentifier() for v in got.values())

@@ -13,7 +13,7 @@ import pytest
 
 from autoforge.dags.graph import build_graph
 from autoforge.dags.sample import unreachable_writes
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.envs.canonical import natural_keys
 from autoforge.envs.rules import argument_rule
 from autoforge.envs.runtime import Environment

@@ -83,7 +83,7 @@ def mock_toolset(specs: list[ToolSpec] | None = None) -> ToolSet:
 
 import pytest  # noqa: E402
 
-from autoforge.envs import naming as nm  # noqa: E402
+from autoforge.domain import words as nm  # noqa: E402
 from autoforge.envs.schema_offline import analyze_tool, known_entities, offline_state_schema, plan_tools  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 
 from autoforge.dags.graph import is_key_param, output_paths, param_schemas
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.types import AnswerSource, ToolCode
 
 ANSWER_TYPES = {"number", "integer", "string"}

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.envs.schema_offline import ROLE_PREFIXES, id_pattern
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import ToolSpec

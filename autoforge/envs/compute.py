@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
+from autoforge.envs import pynames
 from autoforge.envs.rules import argument_checks
 from autoforge.envs.templates import ToolDraft, func_name
 from autoforge.types import ToolSpec
@@ -229,7 +230,7 @@ def compute_draft(spec: ToolSpec, template: ToolDraft, public: dict[str, str] | 
     if op is None and conversion is None:
         return None
     params = [p for p in props]
-    py = nm.argument_names(params, nm.CODE_RESERVED | {"state", "math", "x", "y", "xs", "value", "out", "places", "units",
+    py = pynames.argument_names(params, pynames.CODE_RESERVED | {"state", "math", "x", "y", "xs", "value", "out", "places", "units",
                                                        "key", "u", "kv", "da", "db", "fa", "fb", "unit_table", "unit_names"})
     out_name = output_field(spec)
     sig = []

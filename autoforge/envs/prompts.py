@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from autoforge.envs import naming, sandbox
+from autoforge.envs import pynames, sandbox
 from autoforge.llm.messages import clip
 from autoforge.llm.prompting import msgs, register, tool_brief
 
@@ -70,8 +70,8 @@ def _python_names(tool: Any, function_name: str | None, arg_names: dict[str, str
     """The Python names the code must use (``python`` in the payload), from the tool's public names."""
     brief = tool_brief(tool)
     params = list(((brief.get("parameters") or {}).get("properties") or {}))
-    return {"function_name": function_name or naming.function_name(str(brief.get("name", "tool"))),
-            "parameters": arg_names if arg_names is not None else naming.argument_names(params)}
+    return {"function_name": function_name or pynames.function_name(str(brief.get("name", "tool"))),
+            "parameters": arg_names if arg_names is not None else pynames.argument_names(params)}
 
 
 @register("tool_code")
@@ -83,7 +83,7 @@ def tool_code(tool: Any, schema: Any, *, sample_state: dict | None = None, contr
     ``contract`` is the runtime's calling convention (the environment runtime owns it; pass
     its text if it differs from the default). ``function_name``/``arg_names`` are the Python
     names to use (ToolCode.function_name, public -> Python argument names); by default they
-    are derived from the tool's public names (:mod:`autoforge.envs.naming`)."""
+    are derived from the tool's public names (:mod:`autoforge.envs.pynames`)."""
     system = "You implement tools of a simulated environment over an in-memory database. " + contract
     payload = {"tool": tool_brief(tool), "python": _python_names(tool, function_name, arg_names), "state_schema": schema}
     if sample_state is not None:

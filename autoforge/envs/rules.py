@@ -33,7 +33,7 @@ import re
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.envs.schema_offline import STATUS_WORDS
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import CollectionSpec, ToolRule, ToolSpec, content_id

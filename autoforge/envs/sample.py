@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from autoforge.envs import domains as D
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.envs.schema_offline import id_param_entity, id_shape, id_value, is_integer_ids, list_filter_field
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap

@@ -18,11 +18,11 @@ The tool-code convention (what the code generator emits and what the checks enfo
 ------------------------------------------------------------------------------------
 - The source defines exactly one top-level function named ``ToolCode.function_name`` (the
   tool's public name when that is a usable identifier, else a sanitised one from
-  :func:`autoforge.envs.naming.function_name`: ``orders.get`` -> ``orders_get``); its first
+  :func:`autoforge.envs.pynames.function_name`: ``orders.get`` -> ``orders_get``); its first
   parameter is ``state`` (``{collection: {record_id: record}}``), then keyword parameters
   for the tool's JSON-Schema arguments, named as ``ToolCode.arg_map`` says where the public
   name is not a usable identifier (``order-id`` -> ``order_id``, ``from`` -> ``from_``,
-  ``state`` -> ``state_``; :func:`autoforge.envs.naming.argument_names`); the runtime renames
+  ``state`` -> ``state_``; :func:`autoforge.envs.pynames.argument_names`); the runtime renames
   the arguments of each call (:class:`ArgBinder`). Defaults for the optional ones; a mutable
   default such as ``[]``, ``dict()`` or ``set()`` is rejected (use None and build it inside).
   Helper functions, imports and constant assignments may also appear at top level; nothing

@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.tooldocs.schema import documented_pattern, json_type, props, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSet, ToolSpec
 

@@ -49,7 +49,7 @@ from autoforge.envs.canonical import canonical_specs
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.sample import sample_arguments, sample_state
 from autoforge.envs.schema_offline import plan_tools, offline_state_schema
-from autoforge.envs import naming as nm
+from autoforge.envs import pynames
 from autoforge.envs.rules import probe_argument_rules, probe_rules, rule_counts, tool_rules
 from autoforge.envs.compute import compute_draft
 from autoforge.envs.templates import offline_tool_code
@@ -443,7 +443,7 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
     for spec in specs:
         failures: list[tuple[CheckResult, int]] = []
         tool: ToolCode | None = None
-        fname, arg_names = nm.function_name(spec.name), nm.argument_names(list((spec.parameters or {}).get("properties") or {}))
+        fname, arg_names = pynames.function_name(spec.name), pynames.argument_names(list((spec.parameters or {}).get("properties") or {}))
         names = {"function_name": fname, "arg_names": arg_names}
         messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT,
                                      rules=_rule_briefs(spec, schema), **names)
@@ -516,9 +516,9 @@ def _rule_briefs(spec: ToolSpec, schema: StateSchema) -> list[dict]:
 
 
 def _llm_tool(spec: ToolSpec, source: str, reply: ToolCodeReply | None, run_id: str | None, attempt: int) -> ToolCode:
-    arg_names = nm.argument_names(list((spec.parameters or {}).get("properties") or {}))
+    arg_names = pynames.argument_names(list((spec.parameters or {}).get("properties") or {}))
     return ToolCode(code_id=content_id("code", "pending", spec.name, source), env_id="pending", tool_id=spec.tool_id,
-                    function_name=nm.function_name(spec.name), arg_map={p: py for p, py in arg_names.items() if p != py},
+                    function_name=pynames.function_name(spec.name), arg_map={p: py for p, py in arg_names.items() if p != py},
                     name=spec.name, source=source or "# no source", status="accepted", attempts=attempt,
                     effect=(reply.effect if reply else spec.effect), kind="llm",
                     collection=reply.collection if reply else None, parameters=spec.parameters,

@@ -34,7 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
+from autoforge.envs import pynames
 from autoforge.envs.rules import ParsedRule, argument_checks, parse_rules
 from autoforge.envs.schema_offline import (
     AMOUNT_PARAMS,
@@ -51,7 +52,7 @@ from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSpec
 
 # Names the generated code uses itself: a parameter with one of these names (or one that is not
 # a usable identifier: ``order-id``, ``from``, ``state``) gets another Python name
-# (:func:`naming.argument_names`; recorded as ToolCode.arg_map, applied by the runtime).
+# (:func:`pynames.argument_names`; recorded as ToolCode.arg_map, applied by the runtime).
 RESERVED = {"state", "db", "args", "table", "record", "result", "results", "key", "value", "new_id", "other",
             "target", "item", "items_list", "copy", "NOW", "TODAY", "next_id", "add_days", "error", "len", "str",
             "int", "float", "isinstance", "sorted", "list", "dict", "bool", "round", "min", "max", "sum", "any",
@@ -92,8 +93,8 @@ def lit(value: Any) -> str:
 
 
 def func_name(tool_name: str) -> str:
-    """The Python function name of a tool (:func:`naming.function_name`)."""
-    return nm.function_name(tool_name)
+    """The Python function name of a tool (:func:`pynames.function_name`)."""
+    return pynames.function_name(tool_name)
 
 
 def suffix_field(name: str, fields: Any) -> str | None:
@@ -170,7 +171,7 @@ class Ctx:
         self.fields = {f.name: f for f in self.coll.fields}
         self.params: dict[str, dict] = {k: (unwrap(v) if isinstance(v, dict) else {}) for k, v in props(spec.parameters).items()}
         self.required = set((spec.parameters or {}).get("required") or [])
-        self.py = nm.argument_names(list(self.params), nm.CODE_RESERVED | RESERVED)  # public -> Python name
+        self.py = pynames.argument_names(list(self.params), pynames.CODE_RESERVED | RESERVED)  # public -> Python name
         self.db = "state"  # the sandbox requires the first parameter to be named ``state``
         self._rules: dict[str, list[ParsedRule]] = {}
 

@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from autoforge.dags.build import topo_order
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.dialogue import fact_words
 from autoforge.envs.compute import PRECISION_PARAMS, SPOKEN_UNITS, own_description, unit_params
 from autoforge.tasks.execute import DagExecutionError, DagRun, resolve_path

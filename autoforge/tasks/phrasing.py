@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict
 from autoforge.dags.graph import is_key_param, key_canon, key_fields, param_schemas
 from autoforge.dags.reasoning import describe_op
 from autoforge.dialogue import fact_label, fact_words
-from autoforge.envs import naming
+from autoforge.domain import words as nm
 from autoforge.errors import AutoforgeError
 from autoforge.tasks.execute import DagRun
 from autoforge.tasks.instantiate import PERSON
@@ -101,7 +101,7 @@ def _words(name: str) -> str:
 
 
 def _singular_words(text: str) -> set[str]:
-    return {naming.singular(w) for w in text.split()}
+    return {nm.singular(w) for w in text.split()}
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ class _Writer:
             return text
         words = _words(leaf).split()
         if words[-1] == "ids" and len(words) > 1:
-            stem = " ".join(words[:-2] + [naming.plural(words[-2])])
+            stem = " ".join(words[:-2] + [nm.plural(words[-2])])
         elif words[-1] == "id" and len(words) > 1:
             stem = " ".join(words[:-1])
         else:
@@ -261,7 +261,7 @@ class _Writer:
                 return f"{what} {v}"
             words = what.split()
             if len(words) > 1 and words[-1] == "ids":  # flight ids -> some flights
-                return "some " + " ".join(words[:-2] + [naming.plural(words[-2])])
+                return "some " + " ".join(words[:-2] + [nm.plural(words[-2])])
             if len(words) > 1 and words[-1] == "id":
                 what = " ".join(words[:-1])
             return _article(f"a {what}")
@@ -430,7 +430,7 @@ class _Writer:
         """The thing a tool name acts on, after its verb: 'place_order' -> 'order', else the entity."""
         rest = words[1:]
         if rest and rest[0] not in _PREPS and len(rest) <= 3 and not set(rest) & _NOT_NOUN:
-            return " ".join(rest[:-1] + [naming.singular(rest[-1])])
+            return " ".join(rest[:-1] + [nm.singular(rest[-1])])
         return ent
 
     def clause(self, node: DagNode) -> str:
@@ -438,7 +438,7 @@ class _Writer:
         ent = self.entity(tool)
         coll = self.colls.get(tool.collection or "")
         pk = coll.primary_key if coll else None
-        words = naming.words(tool.name)  # placeOrder, place-order, orders.place: words, not one token
+        words = nm.words(tool.name)  # placeOrder, place-order, orders.place: words, not one token
         verb = words[0] if words else "update"
         rest = words[1:]
         said_verb = _VERB_WORDS.get(verb, verb)
@@ -553,7 +553,7 @@ class _Writer:
             for s in node.args.values():
                 self.say(s, "identity")
             return "pull up my account"
-        words = naming.words(tool.name)
+        words = nm.words(tool.name)
         rest = words[1:] if words and words[0] in READ_VERBS else []  # ticket_read: no read verb, say its entity
         if "by" in rest:
             rest = rest[:rest.index("by")]

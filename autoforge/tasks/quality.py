@@ -27,7 +27,7 @@ from datetime import date
 from typing import Any
 
 from autoforge.dags.graph import param_schemas
-from autoforge.envs import naming as nm
+from autoforge.domain import words as nm
 from autoforge.envs.domains import domain_for, order_pairs, pair_of
 from autoforge.envs.interface import EnvLike
 from autoforge.patterns import PatternError
