@@ -1,0 +1,133 @@
+"""The read side: what callers outside the stages read from the warehouse, as typed functions.
+
+The CLI, ``autoforge.integrations`` and ``benchmarks/`` read the warehouse only through this
+module, :mod:`autoforge.pipeline.export` (relations, user SQL, file exports) and
+:mod:`autoforge.pipeline.admin` (migrations, the warehouse's URL and file, writes outside a
+stage); no module outside ``autoforge/pipeline`` and ``autoforge/warehouse`` imports the
+warehouse (``tests/test_layout.py`` checks it). Functions return the records of
+:mod:`autoforge.types` where a table holds them, and plain rows for views and aggregates.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, TypeVar
+
+from autoforge.types import EnvironmentRecord, Record, Task, ToolCode, ToolSpec
+from autoforge.warehouse import TABLES, query, read_records, table_exists
+
+M = TypeVar("M", bound=Record)
+USABLE = ("ready", "partial")  # environment statuses with accepted tools to run
+
+
+def ids_clause(column: str, ids: Iterable[str] | None) -> tuple[str | None, dict]:
+    """``column IN (:i0, :i1, ...)`` with its parameters; (None, {}) for no ids."""
+    ids = sorted(set(ids or []))
+    if not ids:
+        return None, {}
+    names = [f"i{k}" for k in range(len(ids))]
+    return f"{column} IN ({', '.join(':' + n for n in names)})", dict(zip(names, ids))
+
+
+def has_relation(warehouse: str | None, name: str) -> bool:
+    """Whether the warehouse holds a table or view called ``name`` (an older or empty one may not)."""
+    return table_exists(warehouse, name)
+
+
+def records(warehouse: str | None, model: type[M], *, order_by: str | None = None) -> list[M]:
+    """Every row of ``model``'s table as typed records (primary-key order unless ``order_by``)."""
+    return read_records(warehouse, model, order_by=order_by)
+
+
+def read_sql(warehouse: str | None, sql: str, params: dict | None = None) -> list[dict]:
+    """Rows of a fixed query the caller wrote itself, on a read-only connection (no user-SQL check:
+    a user's text goes through :func:`autoforge.pipeline.export.user_sql`)."""
+    return query(warehouse, sql, params, read_only_check=False)
+
+
+# --------------------------------------------------------------------------- environments and their tools
+
+
+def environments(warehouse: str | None) -> list[EnvironmentRecord]:
+    """Every environment, in name order (ties by id)."""
+    return read_records(warehouse, EnvironmentRecord, order_by="name, env_id")
+
+
+def env_names(warehouse: str | None) -> dict[str, str]:
+    """Environment id -> name, for people reading tables."""
+    return {r["env_id"]: r["name"] for r in read_sql(warehouse, "SELECT env_id, name FROM environments")}
+
+
+def accepted_tools(warehouse: str | None, env_ids: Iterable[str] | None = None, *,
+                   order_by: str | None = None) -> list[ToolCode]:
+    """The accepted tool code of the environments ``env_ids`` (None: of every environment; an empty
+    list: none), in ``code_id`` order unless ``order_by``."""
+    if env_ids is None:
+        return read_records(warehouse, ToolCode, "status = 'accepted'", order_by=order_by)
+    where, params = ids_clause("env_id", env_ids)
+    if where is None:
+        return []
+    return read_records(warehouse, ToolCode, f"{where} AND status = 'accepted'", params, order_by=order_by)
+
+
+def accepted_tools_by_env(warehouse: str | None, env_ids: Iterable[str]) -> dict[str, list[ToolCode]]:
+    """Environment id -> its accepted tool code (``code_id`` order), for each of ``env_ids``."""
+    ids = sorted(set(env_ids))
+    out: dict[str, list[ToolCode]] = {e: [] for e in ids}
+    for tool in accepted_tools(warehouse, ids):
+        out[tool.env_id].append(tool)
+    return out
+
+
+def env_tool_specs(warehouse: str | None, env_id: str) -> list[ToolSpec]:
+    """The tool specs behind an environment's tool code (accepted or not), in ``tool_id`` order."""
+    return read_records(warehouse, ToolSpec, "tool_id IN (SELECT tool_id FROM tool_code WHERE env_id = :e)",
+                        {"e": env_id})
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def tasks_by_id(warehouse: str | None, task_ids: Iterable[str]) -> dict[str, Task]:
+    """Task id -> task (any status) for those of ``task_ids`` the warehouse holds."""
+    where, params = ids_clause("task_id", task_ids)
+    if where is None:
+        return {}
+    return {t.task_id: t for t in read_records(warehouse, Task, where, params)}
+
+
+def verified_task_ids(warehouse: str | None, env_id: str, limit: int) -> list[str]:
+    """The first ``limit`` verified task ids of an environment, in id order."""
+    return [r["task_id"] for r in read_sql(
+        warehouse, f"SELECT task_id FROM tasks WHERE env_id = :e AND status = 'verified' ORDER BY task_id LIMIT {int(limit)}",
+        {"e": env_id})]
+
+
+def curated_summary(warehouse: str | None) -> list[dict]:
+    """One row over ``v_curated_tasks``: verified tasks, environments, median tool calls, shares with
+    reasoning and merged requirements, deepest DAG ([] before the view exists)."""
+    if not has_relation(warehouse, "v_curated_tasks"):
+        return []
+    return read_sql(warehouse, """
+        SELECT count(*) AS verified_tasks, count(DISTINCT env_id) AS environments,
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY n_tool_calls) AS median_tool_calls,
+               round(avg(CASE WHEN n_reasoning_nodes > 0 THEN 1 ELSE 0 END), 3) AS share_with_reasoning,
+               round(avg(CASE WHEN n_requirements >= 2 THEN 1 ELSE 0 END), 3) AS share_merged,
+               max(dag_depth) AS max_dag_depth
+        FROM v_curated_tasks""")
+
+
+def row_counts(warehouse: str | None, tables: Iterable[str]) -> dict[str, int]:
+    """Rows in each of ``tables`` (names of the warehouse's own tables)."""
+    known = {name for name, _ in TABLES.values()} | {"schema_migrations"}
+    out = {}
+    for t in tables:
+        if t not in known:
+            raise ValueError(f"row_counts: {t!r} is not a warehouse table; known: {', '.join(sorted(known))}")
+        out[t] = int(read_sql(warehouse, f"SELECT count(*) AS n FROM {t}")[0]["n"])
+    return out
+
+
+def schema_version(warehouse: str | None) -> int | None:
+    """The newest migration applied (None when none is)."""
+    rows = read_sql(warehouse, "SELECT max(version) AS v FROM schema_migrations")
+    return rows[0]["v"] if rows else None
