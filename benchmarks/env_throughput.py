@@ -76,10 +76,10 @@ def _arguments(tool: ToolCode, state: dict) -> dict:
 
 
 def warehouse_workloads(path: str, only: str | None) -> list[Workload]:
-    from autoforge.warehouse import read_records
+    from autoforge.pipeline.corpus import accepted_tools, records
 
-    envs = read_records(path, EnvironmentRecord, order_by="name")
-    codes = read_records(path, ToolCode, where="status = 'accepted'")
+    envs = records(path, EnvironmentRecord, order_by="name")
+    codes = accepted_tools(path)
     out = []
     for env in envs:
         if only and env.name != only:

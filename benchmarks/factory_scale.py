@@ -86,11 +86,11 @@ class TreeSampler(threading.Thread):
 
 
 def counts(warehouse: str) -> dict:
-    from autoforge.warehouse import query
+    from autoforge.pipeline.corpus import read_sql
 
-    row = query(warehouse, "SELECT (SELECT count(*) FROM v_curated_tasks) AS curated, "
-                           "(SELECT count(*) FROM tasks) AS tasks, "
-                           "(SELECT count(DISTINCT env_id) FROM v_curated_tasks) AS envs", read_only_check=False)[0]
+    row = read_sql(warehouse, "SELECT (SELECT count(*) FROM v_curated_tasks) AS curated, "
+                              "(SELECT count(*) FROM tasks) AS tasks, "
+                              "(SELECT count(DISTINCT env_id) FROM v_curated_tasks) AS envs")[0]
     return {k: int(v) for k, v in row.items()}
 
 

@@ -56,18 +56,18 @@ def run_size(tasks_per_env: int, seed: int, warehouse: str | None, env: str | No
     from autoforge.envs.synthesis import synthesize_all
     from autoforge.pipeline import run_generate, run_sample, run_verify
     from autoforge.tooldocs.ingest import ingest_bundled
-    from autoforge.warehouse import apply_migrations
-    from autoforge.warehouse.store import query, write_records
+    from autoforge.pipeline.admin import init_warehouse, store_records
+    from autoforge.pipeline.corpus import funnel_rows, read_sql
 
     wh = warehouse or os.path.join(tempfile.mkdtemp(prefix="af_bench_"), "bench.duckdb")
-    apply_migrations(wh)
+    init_warehouse(wh)
     sel = {"env": env} if env else {}
     wall: dict[str, float] = {}
     cpu: dict[str, float] = {}
     t, c = time.perf_counter(), cpu_seconds()
     ing = ingest_bundled()
     results = synthesize_all(ing.toolsets, ing.specs)
-    write_records(wh, [*ing.records(), *[r for res in results for r in res.records()]])
+    store_records(wh, [*ing.records(), *[r for res in results for r in res.records()]])
     wall["ingest+synthesize"], cpu["ingest+synthesize"] = time.perf_counter() - t, cpu_seconds() - c
     counts = {}
     for stage, fn in [("sample", lambda: run_sample(wh, seed, tasks_per_env=tasks_per_env, **sel)),
@@ -76,11 +76,11 @@ def run_size(tasks_per_env: int, seed: int, warehouse: str | None, env: str | No
         t, c = time.perf_counter(), cpu_seconds()
         counts[stage] = fn()
         wall[stage], cpu[stage] = time.perf_counter() - t, cpu_seconds() - c
-    s = query(wh, "SELECT count(*) n, count(DISTINCT env_id) envs, median(n_tool_calls) med, "
-                  "avg(CASE WHEN has_reasoning THEN 1 ELSE 0 END) reasoning, "
-                  "avg(CASE WHEN is_multi_requirement THEN 1 ELSE 0 END) multi, "
-                  "avg(CASE WHEN split = 'test' THEN 1 ELSE 0 END) test FROM v_curated_tasks")[0]
-    funnel = query(wh, "SELECT * FROM v_stage_funnel")
+    s = read_sql(wh, "SELECT count(*) n, count(DISTINCT env_id) envs, median(n_tool_calls) med, "
+                     "avg(CASE WHEN has_reasoning THEN 1 ELSE 0 END) reasoning, "
+                     "avg(CASE WHEN is_multi_requirement THEN 1 ELSE 0 END) multi, "
+                     "avg(CASE WHEN split = 'test' THEN 1 ELSE 0 END) test FROM v_curated_tasks")[0]
+    funnel = funnel_rows(wh)
     return {"tasks_per_env": tasks_per_env, "warehouse": wh, "wall": wall, "cpu": cpu,
             "counts": {k: {"in": v.get("in"), "out": v.get("out")} for k, v in counts.items()},
             "summary": {k: (float(v) if v is not None else None) for k, v in s.items()}, "funnel": funnel}

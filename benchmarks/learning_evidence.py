@@ -381,7 +381,8 @@ MULTI_ARMS = ARMS  # ERPO (env std + masking), GRPO (per-task std + masking), ER
 
 def multi_data(wh: str, cfg: TrainConfig, envs: list[str], train_per_env: int, test_per_env: int):
     """Train / held-out tasks per environment (a seeded sample of each), the data and the id manifest."""
-    from autoforge.pipeline.evaluate import env_names, load_eval_inputs
+    from autoforge.pipeline.corpus import env_names
+    from autoforge.pipeline.evaluate import load_eval_inputs
     from autoforge.pipeline.train import curated_task_ids
     from autoforge.rl.data import curated_data, sample_ids
 

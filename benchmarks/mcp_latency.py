@@ -39,12 +39,12 @@ def mock_warehouse(folder: str) -> tuple[str, str, dict, dict]:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_rollout_support import make_env, make_tools, tasks_and_dags
 
-    from autoforge.warehouse import apply_migrations, write_records
+    from autoforge.pipeline.admin import init_warehouse, store_records
 
     path = str(Path(folder) / "mcp_bench.duckdb")
-    apply_migrations(path)
+    init_warehouse(path)
     tasks, dags = tasks_and_dags()
-    write_records(path, [make_env(), *make_tools(), *dags.values(), *tasks])
+    store_records(path, [make_env(), *make_tools(), *dags.values(), *tasks])
     return (path, "mock_shop", {"name": "get_order", "arguments": {"order_id": "O0002"}},
             {"name": "update_delivery_date", "arguments": {"order_id": "O0001", "delivery_date": "2025-06-01"}})
 

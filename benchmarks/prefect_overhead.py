@@ -37,9 +37,9 @@ TABLES = ("runs", "tool_docs", "tool_specs", "toolsets", "environments", "tool_c
 
 
 def counts(warehouse: str) -> dict[str, int]:
-    from autoforge.warehouse import query
+    from autoforge.pipeline.corpus import row_counts
 
-    return {t: query(warehouse, f"SELECT count(*) AS n FROM {t}")[0]["n"] for t in TABLES}
+    return row_counts(warehouse, TABLES)
 
 
 def run_library(params: dict, warehouse: str) -> tuple[float, dict]:

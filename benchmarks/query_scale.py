@@ -39,7 +39,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from autoforge.warehouse import apply_migrations, connect, query  # noqa: E402
+from autoforge.pipeline.admin import bulk_load, init_warehouse  # noqa: E402
+from autoforge.pipeline.corpus import read_sql  # noqa: E402
 
 N_ENVS = 50
 CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate",
@@ -122,23 +123,10 @@ def fill_sql(rows: int, dialect: str) -> list[str]:
 
 def build(url: str, rows: int, dialect: str) -> dict[str, float]:
     t = time.perf_counter()
-    apply_migrations(url)
-    times = {}
-    with connect(url) as conn:
-        for st in fill_sql(rows, dialect):
-            t1 = time.perf_counter()
-            if dialect == "postgresql":
-                with conn.connection.driver_connection.cursor() as cur:
-                    cur.execute(st)
-            else:
-                conn.exec_driver_sql(st)
-            times["n_checks_passed" if st.startswith("UPDATE") else st.split()[2]] = time.perf_counter() - t1
-    if dialect == "postgresql":
-        with connect(url) as conn:
-            raw = conn.connection.driver_connection
-            raw.commit()
-            raw.autocommit = True
-            raw.execute("VACUUM ANALYZE")
+    init_warehouse(url)
+    statements = fill_sql(rows, dialect)  # on PostgreSQL bulk_load commits and runs VACUUM ANALYZE after them
+    times = {"n_checks_passed" if st.startswith("UPDATE") else st.split()[2]: secs
+             for st, secs in zip(statements, bulk_load(url, statements))}
     times["total"] = time.perf_counter() - t
     return times
 
@@ -146,11 +134,11 @@ def build(url: str, rows: int, dialect: str) -> dict[str, float]:
 def bench(url: str, repeat: int) -> dict[str, tuple[float, int]]:
     out = {}
     for name, (sql, params) in QUERIES.items():
-        query(url, sql, params or None, read_only_check=False)  # warm-up
+        read_sql(url, sql, params or None)  # warm-up
         runs = []
         for _ in range(repeat):
             t = time.perf_counter()
-            got = query(url, sql, params or None, read_only_check=False)
+            got = read_sql(url, sql, params or None)
             runs.append(time.perf_counter() - t)
         out[name] = (statistics.median(runs), len(got))
     return out
@@ -159,7 +147,7 @@ def bench(url: str, repeat: int) -> dict[str, tuple[float, int]]:
 def size_of(url: str, dialect: str, path: Path | None) -> str:
     if dialect == "duckdb" and path is not None:
         return f"{path.stat().st_size / 2**20:.0f} MiB file"
-    n = query(url, "SELECT pg_database_size(current_database()) AS n", read_only_check=False)[0]["n"]
+    n = read_sql(url, "SELECT pg_database_size(current_database()) AS n")[0]["n"]
     return f"{n / 2**20:.0f} MiB database"
 
 

@@ -31,10 +31,11 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     from autoforge.errors import AutoforgeError
     from autoforge.pipeline import FactoryParams, run_factory
     from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph, ToolRule, ToolSet
-    from autoforge.warehouse import apply_migrations, read_records
+    from autoforge.pipeline.admin import init_warehouse
+    from autoforge.pipeline.corpus import records
 
     wh = os.path.join(tempfile.mkdtemp(prefix="af_realdocs_"), "w.duckdb")
-    apply_migrations(wh)
+    init_warehouse(wh)
     row: dict = {"toolset": folder.name}
     t0 = time.perf_counter()
     try:
@@ -42,12 +43,12 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     except AutoforgeError as exc:
         row["error"] = str(exc).splitlines()[0][:120]
     row["seconds"] = round(time.perf_counter() - t0, 1)
-    envs = read_records(wh, EnvironmentRecord)
-    tools = read_records(wh, ToolCode)
+    envs = records(wh, EnvironmentRecord)
+    tools = records(wh, ToolCode)
     accepted = [t for t in tools if t.status == "accepted"]
-    graphs = {g.env_id: g for g in read_records(wh, ToolGraph)}
-    tasks = [t for t in read_records(wh, Task) if t.status == "verified"]
-    row["kind"] = ",".join(sorted({t.kind for t in read_records(wh, ToolSet)})) or "-"
+    graphs = {g.env_id: g for g in records(wh, ToolGraph)}
+    tasks = [t for t in records(wh, Task) if t.status == "verified"]
+    row["kind"] = ",".join(sorted({t.kind for t in records(wh, ToolSet)})) or "-"
     row["tools"] = sum(e.n_tools for e in envs)
     row["accepted"] = len(accepted)
     for eff in ("read", "write", "unknown"):
@@ -80,7 +81,7 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     row["start_rules"] = ",".join(sorted({q["start_rules"] for q in quality if q["start_rules"]})) or "-"
     for k in ("dropped_unobservable", "dropped_out_of_domain", "dropped_near_duplicate"):
         row[k] = next((q[k] for q in quality if q[k] is not None), None)
-    rules = read_records(wh, ToolRule)
+    rules = records(wh, ToolRule)
     row["rules_found"] = len(rules)
     row["rules_enforced"] = sum(r.enforcement == "code" for r in rules)
     row["rules_probe_passed"] = sum(r.probe == "passed" for r in rules)

@@ -67,9 +67,9 @@ def main() -> None:
     from autoforge.rl.base import ensure_base_checkpoint
     from autoforge.rl.policy import load_policy
     from autoforge.rl.trainer import sft
-    from autoforge.warehouse import table_exists
+    from autoforge.pipeline.corpus import has_relation
 
-    if not table_exists(args.warehouse, "v_curated_tasks") or not demo_envs(args.warehouse):
+    if not has_relation(args.warehouse, "v_curated_tasks") or not demo_envs(args.warehouse):
         raise SystemExit(f"{args.warehouse}: no curated short tasks; run `autoforge demo` (or give --warehouse)")
     torch.set_num_threads(args.threads)
     base = ensure_base_checkpoint(say=print)

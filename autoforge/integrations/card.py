@@ -19,9 +19,8 @@ from typing import Any, Iterable
 
 import yaml
 
-from autoforge.warehouse import query
-from autoforge.warehouse.engine import resolve_url, shown_url
-from autoforge.warehouse.migrations import SQL_DIR
+from autoforge.pipeline.admin import migration_files, shown_warehouse
+from autoforge.pipeline.corpus import schema_version
 
 _HEAD = re.compile(r"^\s*(CREATE\s+(?:OR\s+REPLACE\s+)?(?:TABLE|VIEW)(?:\s+IF\s+NOT\s+EXISTS)?|ALTER\s+TABLE)\s+(\w+)",
                    re.IGNORECASE)
@@ -32,7 +31,7 @@ _ADD = re.compile(r"ADD\s+COLUMN\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)", re.IGNORECAS
 def sql_column_comments(relation: str) -> dict[str, str]:
     """Column -> the comment beside it in the migrations that define ``relation`` (empty when none do)."""
     out: dict[str, str] = {}
-    for path in sorted(SQL_DIR.glob("[0-9][0-9][0-9]_*.sql")):
+    for path in migration_files():
         current, is_view = None, False
         for line in path.read_text().splitlines():
             head = _HEAD.match(line)
@@ -64,7 +63,6 @@ def provenance(warehouse: str | None, relation: str, rows: Iterable[dict[str, An
     rows = list(rows)
     batches = Counter(r.get("batch_id") for r in rows if "batch_id" in r)
     runs = Counter(r.get("run_id") for r in rows if "run_id" in r)
-    version = query(warehouse, "SELECT max(version) AS v FROM schema_migrations", read_only_check=False)
     try:
         from importlib.metadata import version as _pkg_version
 
@@ -72,12 +70,12 @@ def provenance(warehouse: str | None, relation: str, rows: Iterable[dict[str, An
     except Exception:  # noqa: BLE001 - run from a checkout that is not installed
         autoforge_version = "unknown"
     return {
-        "warehouse": shown_url(resolve_url(warehouse)),
+        "warehouse": shown_warehouse(warehouse),
         "relation": relation,
         "rows": len(rows),
         "batches": {str(k): v for k, v in sorted(batches.items(), key=lambda kv: str(kv[0]))},
         "runs": sorted(str(k) for k in runs if k is not None),
-        "schema_version": version[0]["v"] if version else None,
+        "schema_version": schema_version(warehouse),
         "exported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "autoforge_version": autoforge_version,
     }

@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict
 
 from autoforge.integrations.card import card_text, provenance, sql_column_comments
 from autoforge.integrations.outdir import check_out_dir, staged_dir, write_marker
-from autoforge.integrations.rows import SPLITS, TaskRow, is_task_relation, quoted, relation_columns, task_rows
+from autoforge.integrations.rows import SPLITS, TaskRow, is_task_relation, task_rows
+from autoforge.pipeline.export import column_types, relation_columns, relation_rows
 from autoforge.types import canonical_json
-from autoforge.warehouse import query
 
 TASK_JSON_COLUMNS = ("tools", "initial_state", "gold_answer", "user_facts", "gold_calls")
 _SCALARS = (str, int, float, bool)
@@ -129,10 +129,8 @@ def generic_table(warehouse: str | None, relation: str):
     import pyarrow as pa
 
     cols = relation_columns(warehouse, relation)
-    types = {r["column_name"]: str(r["data_type"]).upper() for r in query(
-        warehouse, "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = :r",
-        {"r": relation}, read_only_check=False)}
-    rows = query(warehouse, f"SELECT * FROM {quoted(relation)}", read_only_check=False)
+    types = column_types(warehouse, relation)
+    rows = relation_rows(warehouse, relation)
     arrays, json_cols = [], []
     for c in cols:
         arr, as_json = _generic_column([r.get(c) for r in rows], types.get(c, ""))

@@ -42,7 +42,6 @@ from __future__ import annotations
 import socket
 import sys
 import threading
-from pathlib import Path
 from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +49,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from autoforge.envs.checks import _nullable, output_fits
 from autoforge.envs.runtime import Environment, Observation
 from autoforge.errors import AutoforgeError, ConfigError
-from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolSpec, canonical_json, state_hash
+from autoforge.pipeline.admin import warehouse_file
+from autoforge.pipeline.corpus import (accepted_tools, env_tool_specs, environments, has_relation, tasks_by_id,
+                                      verified_task_ids)
+from autoforge.types import EnvironmentRecord, Task, ToolCode, canonical_json, state_hash
 
 RESET_TOOL = "reset"  # the session's state back to its start; `reset_environment` if the environment has a `reset`
 SESSION_IDLE_S = 30 * 60  # an HTTP session with no request for this long is closed (the SDK's default; ours)
@@ -87,12 +89,6 @@ class ServedEnvironment(BaseModel):
 # --------------------------------------------------------------------------- loading
 
 
-def _warehouse_path(warehouse: str | None) -> Path | None:
-    from autoforge.warehouse.engine import duckdb_path, resolve_url
-
-    return duckdb_path(resolve_url(warehouse))
-
-
 def _fill_hint() -> str:
     return ("fill it with `autoforge factory` (the bundled tool docs; add --max-envs 2 for a quick run) or "
             "`autoforge ingest` + `autoforge synthesize` on your own tool docs, or point --warehouse / "
@@ -104,14 +100,12 @@ def load_served(warehouse: str | None, env: str, task: str | None = None) -> Ser
 
     ConfigError, saying what to do, for a missing or empty warehouse, an unknown environment (with
     the valid names), one that failed synthesis, and an unknown task or one of another environment."""
-    from autoforge.warehouse import query, read_records, table_exists
-
-    path = _warehouse_path(warehouse)
+    path = warehouse_file(warehouse)
     if path is not None and not path.exists():
         raise ConfigError(f"no warehouse at {path}: {_fill_hint()}")
-    if not table_exists(warehouse, "environments"):
+    if not has_relation(warehouse, "environments"):
         raise ConfigError(f"the warehouse {path or warehouse} has no environments table: {_fill_hint()}")
-    envs = read_records(warehouse, EnvironmentRecord, order_by="name, env_id")
+    envs = environments(warehouse)
     if not envs:
         raise ConfigError(f"the warehouse {path or warehouse} has no environments yet: {_fill_hint()}")
     usable = [e for e in envs if e.status in ("ready", "partial")]
@@ -129,22 +123,18 @@ def load_served(warehouse: str | None, env: str, task: str | None = None) -> Ser
         raise ConfigError(f"{len(good)} environments are named {env!r} (ids {', '.join(e.env_id for e in good)}); "
                           "pass the env id to --env")
     record = good[0]
-    tools = read_records(warehouse, ToolCode, where="env_id = :e AND status = 'accepted'", params={"e": record.env_id},
-                         order_by="name, code_id")
+    tools = accepted_tools(warehouse, [record.env_id], order_by="name, code_id")
     if not tools:
         raise ConfigError(f"environment {record.name!r} has no accepted tool code; re-run `autoforge synthesize "
                           f"--env {record.name}`")
-    specs = read_records(warehouse, ToolSpec, where="tool_id IN (SELECT tool_id FROM tool_code WHERE env_id = :e)",
-                         params={"e": record.env_id}) if table_exists(warehouse, "tool_specs") else []
+    specs = env_tool_specs(warehouse, record.env_id) if has_relation(warehouse, "tool_specs") else []
     by_id = {s.tool_id: s.description for s in specs}
     descriptions = {t.name: by_id.get(t.tool_id) or f"{t.name} ({t.effect} tool of {record.name})" for t in tools}
     chosen = None
     if task is not None:
-        rows = read_records(warehouse, Task, where="task_id = :t", params={"t": task})
+        rows = list(tasks_by_id(warehouse, [task]).values())
         if not rows:
-            ids = [r["task_id"] for r in query(
-                warehouse, "SELECT task_id FROM tasks WHERE env_id = :e AND status = 'verified' ORDER BY task_id "
-                           f"LIMIT {MAX_TASK_IDS_SHOWN}", {"e": record.env_id}, read_only_check=False)]
+            ids = verified_task_ids(warehouse, record.env_id, MAX_TASK_IDS_SHOWN)
             raise ConfigError(f"no task {task!r} in the warehouse; curated tasks of {record.name}: "
                               f"{', '.join(ids) or 'none'}{' ...' if len(ids) == MAX_TASK_IDS_SHOWN else ''} "
                               f"(all: `autoforge sql \"SELECT task_id, request FROM v_curated_tasks WHERE env_id = "

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 from autoforge.errors import WarehouseError
-from autoforge.warehouse.engine import duckdb_path, resolve_url
+from autoforge.pipeline.admin import warehouse_file
 
 MARKER = "autoforge_export.json"  # what marks a folder as a previous export that a new one may replace
 
@@ -28,7 +28,7 @@ MARKER = "autoforge_export.json"  # what marks a folder as a previous export tha
 def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
     """``out`` resolved, or WarehouseError saying why it cannot receive a ``fmt`` export."""
     out = Path(out).expanduser().resolve()
-    wh = duckdb_path(resolve_url(warehouse))
+    wh = warehouse_file(warehouse)
     if wh is not None:
         wh = wh.resolve()
         if out == wh or out in wh.parents:

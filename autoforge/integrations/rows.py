@@ -25,11 +25,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.errors import ConfigError, WarehouseError
+from autoforge.pipeline.corpus import accepted_tools, env_names, env_tool_specs
+from autoforge.pipeline.export import relation_columns, relation_rows, tasks_in
 from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT
 from autoforge.rollout.toolcalls import SCHEMA_STYLES, tool_schemas
 from autoforge.rollout.users import OfflineUser
-from autoforge.types import Task, ToolCode, ToolSpec
-from autoforge.warehouse import query, read_records
+from autoforge.types import Task
 
 TASK_COLUMNS = ("task_id", "env_id", "request")  # a relation with these columns holds one row per task
 SPLITS = ("train", "test")
@@ -91,23 +92,6 @@ class TaskRow(BaseModel):
         description="verification checks the task passed (None when the relation does not carry it)")
 
 
-def quoted(relation: str) -> str:
-    """A relation name as a SQL identifier."""
-    return '"' + relation.replace('"', '""') + '"'
-
-
-def relation_columns(warehouse: str | None, relation: str) -> list[str]:
-    """The columns of a table or view, in order; WarehouseError listing the relations when it does not exist."""
-    from autoforge.warehouse.export import relations
-
-    known = relations(warehouse)
-    if relation not in known:
-        raise WarehouseError(f"no table or view named {relation!r}; known: {', '.join(known)}")
-    rows = query(warehouse, "SELECT column_name FROM information_schema.columns WHERE table_name = :r "
-                            "ORDER BY ordinal_position", {"r": relation}, read_only_check=False)
-    return [r["column_name"] for r in rows]
-
-
 def is_task_relation(warehouse: str | None, relation: str) -> bool:
     """Does ``relation`` hold one row per task (columns task_id, env_id, request), like tasks / v_curated_tasks?"""
     return set(TASK_COLUMNS) <= set(relation_columns(warehouse, relation))
@@ -117,10 +101,7 @@ def env_tool_schemas(warehouse: str | None, env_ids: list[str], style: str = "fu
     """OpenAI schemas of each environment's accepted tools, as the rollout gives them to the agent."""
     out = {}
     for env_id in env_ids:
-        code = read_records(warehouse, ToolCode, where="env_id = :e AND status = 'accepted'", params={"e": env_id})
-        specs = read_records(warehouse, ToolSpec, where="tool_id IN (SELECT tool_id FROM tool_code WHERE env_id = :e)",
-                             params={"e": env_id})
-        out[env_id] = tool_schemas(code, specs, style=style)
+        out[env_id] = tool_schemas(accepted_tools(warehouse, [env_id]), env_tool_specs(warehouse, env_id), style=style)
     return out
 
 
@@ -144,22 +125,20 @@ def task_rows(warehouse: str | None, relation: str = "v_curated_tasks", split: s
         raise WarehouseError(f"{relation!r} is not a tasks relation (no column {', '.join(missing)}); task rows need "
                              "one row per task, e.g. v_curated_tasks or tasks; export other relations column by column "
                              "(`autoforge export RELATION --format hf` writes their columns as they are)")
-    name = quoted(relation)
-    view_rows = query(warehouse, f"SELECT * FROM {name} ORDER BY task_id", read_only_check=False)
+    view_rows = relation_rows(warehouse, relation, order_by="task_id")
     twice = [t for t, n in Counter(r["task_id"] for r in view_rows).items() if n > 1]
     if twice:
         raise WarehouseError(f"{relation!r} holds {len(twice)} task(s) more than once (e.g. {twice[0]}); task rows "
                              "need one row per task")
-    tasks = {t.task_id: t for t in read_records(warehouse, Task, where=f"task_id IN (SELECT task_id FROM {name})")}
+    tasks = tasks_in(warehouse, relation)
     unknown = [r["task_id"] for r in view_rows if r["task_id"] not in tasks]
     if unknown:
         raise WarehouseError(f"{relation!r} names {len(unknown)} task(s) the tasks table does not hold (e.g. "
                              f"{unknown[0]}); run `autoforge sql \"SELECT * FROM v_integrity\"` to see what is missing")
-    env_names = {r["env_id"]: r["name"] for r in query(warehouse, "SELECT env_id, name FROM environments",
-                                                       read_only_check=False)}
+    names = env_names(warehouse)
     chosen = [(r, tasks[r["task_id"]]) for r in view_rows if split is None or tasks[r["task_id"]].split == split]
     schemas = env_tool_schemas(warehouse, sorted({t.env_id for _, t in chosen}), style=tool_schema)
-    return [_row(view, task, env_names.get(task.env_id, task.env_id), schemas[task.env_id], system_prompt)
+    return [_row(view, task, names.get(task.env_id, task.env_id), schemas[task.env_id], system_prompt)
             for view, task in chosen]
 
 

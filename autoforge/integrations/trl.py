@@ -444,15 +444,10 @@ def environment_class(env_id: str, name: str, tool_schemas: list[dict[str, Any]]
 
 def _load_tasks(warehouse: str | None, task_ids: list[str]) -> tuple[dict[str, Task], dict[str, list[ToolCode]]]:
     """The tasks of ``task_ids`` (any status) and the accepted tool code of their environments."""
-    from autoforge.warehouse import read_records
+    from autoforge.pipeline.corpus import accepted_tools_by_env, tasks_by_id
 
-    ids = sorted(set(task_ids))
-    where = "task_id IN (" + ", ".join(f":t{i}" for i in range(len(ids))) + ")"
-    tasks = {t.task_id: t for t in read_records(warehouse, Task, where=where,
-                                                params={f"t{i}": t for i, t in enumerate(ids)})}
-    tools = {e: read_records(warehouse, ToolCode, where="env_id = :e AND status = 'accepted'", params={"e": e})
-             for e in sorted({t.env_id for t in tasks.values()})}
-    return tasks, tools
+    tasks = tasks_by_id(warehouse, task_ids)
+    return tasks, accepted_tools_by_env(warehouse, {t.env_id for t in tasks.values()})
 
 
 class TRLEnvironments:

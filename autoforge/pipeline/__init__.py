@@ -16,9 +16,16 @@ stage         module                                     pure functions it calls
 5 verify      :mod:`autoforge.pipeline.verify`           ``tasks.verify.verify_env``
 1-5 factory   :mod:`autoforge.pipeline.factory`          the five above, one batch id
 ============  =========================================  ============================
+
+Callers outside the stages (the CLI, ``autoforge.integrations``, ``benchmarks/``) read and write
+the warehouse through three more modules, never through ``autoforge.warehouse``:
+:mod:`~autoforge.pipeline.corpus` (typed reads: environments, accepted tools, tasks, the funnel),
+:mod:`~autoforge.pipeline.export` (relations by name, ``autoforge sql``, ``autoforge export``) and
+:mod:`~autoforge.pipeline.admin` (migrations, where the warehouse is, writes outside a stage).
 """
 
-from autoforge.pipeline.common import BACKENDS, funnel_rows
+from autoforge.pipeline.common import BACKENDS
+from autoforge.pipeline.corpus import funnel_rows
 from autoforge.pipeline.factory import (EMPTY_EXIT_CODE, STAGES, FactoryParams, batch_id_for, empty_environments,
                                         environment_quality, environment_yield, run_factory)
 from autoforge.pipeline.generate import GenerateParams, run_generate

@@ -116,6 +116,13 @@ def curated_summary(warehouse: str | None) -> list[dict]:
         FROM v_curated_tasks""")
 
 
+def funnel_rows(warehouse: str | None) -> list[dict]:
+    """The factory's yield per stage (``v_stage_funnel``), for summaries and artifacts."""
+    if not has_relation(warehouse, "v_stage_funnel"):
+        return []
+    return read_sql(warehouse, "SELECT * FROM v_stage_funnel")
+
+
 def row_counts(warehouse: str | None, tables: Iterable[str]) -> dict[str, int]:
     """Rows in each of ``tables`` (names of the warehouse's own tables)."""
     known = {name for name, _ in TABLES.values()} | {"schema_migrations"}

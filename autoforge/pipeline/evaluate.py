@@ -23,6 +23,7 @@ from pydantic import Field
 from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.errors import ConfigError
 from autoforge.pipeline.common import StageParams
+from autoforge.pipeline.corpus import accepted_tools, env_tool_specs
 from autoforge.rollout.batch import AgentFactory
 from autoforge.rollout.engine import EpisodeConfig
 from autoforge.rollout.evaluate import (AGENT_NAMES, USER_NAMES, evaluate_tasks, format_report, make_user_factory,
@@ -133,17 +134,9 @@ def load_eval_inputs(warehouse: str | None, *, split: str | None = None, env: st
     for env_id in sorted({t.env_id for t in tasks}):
         for d in read_records(warehouse, TaskDag, where="env_id = :e", params={"e": env_id}):
             dags[d.dag_id] = d
-        tools_by_env[env_id] = read_records(warehouse, ToolCode, where="env_id = :e AND status = 'accepted'",
-                                            params={"e": env_id})
-        specs_by_env[env_id] = read_records(
-            warehouse, ToolSpec, where="tool_id IN (SELECT tool_id FROM tool_code WHERE env_id = :e)", params={"e": env_id})
+        tools_by_env[env_id] = accepted_tools(warehouse, [env_id])
+        specs_by_env[env_id] = env_tool_specs(warehouse, env_id)
     return tasks, dags, tools_by_env, specs_by_env
-
-
-def env_names(warehouse: str | None) -> dict[str, str]:
-    """Environment id -> name, for people reading tables."""
-    return {r["env_id"]: r["name"] for r in query(warehouse, "SELECT env_id, name FROM environments",
-                                                  read_only_check=False)}
 
 
 # --------------------------------------------------------------------------- the stage

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from autoforge.errors import ConfigError
-from autoforge.pipeline.evaluate import env_names, load_eval_inputs
+from autoforge.pipeline.corpus import env_names
+from autoforge.pipeline.evaluate import load_eval_inputs
 from autoforge.rl.config import TrainConfig
 from autoforge.rl.data import CuratedData, curated_data, sample_ids
 from autoforge.rl.run import Progress, as_config, train_curated
