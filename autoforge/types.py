@@ -257,7 +257,7 @@ class ToolCode(Record):
 
 
 class ToolRule(Record):
-    """A rule a tool's prose states (autoforge.envs.rules), how the code enforces it, and its probe."""
+    """A rule a tool's prose states (autoforge.domain.rules; kinds: autoforge.domain.rule_kinds), how the code enforces it, and its probe."""
 
     rule_id: str  # content_id("rule", env_id, tool, index, kind, text)
     env_id: str

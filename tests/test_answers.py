@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from autoforge.dags.answers import answer_candidates
-from autoforge.envs.compute import compute_draft, unit_params
+from autoforge.domain.operands import unit_params
+from autoforge.envs.compute import compute_draft
 from autoforge.envs.runtime import Environment
 from autoforge.envs.templates import ToolDraft
 from autoforge.rollout.reward import score

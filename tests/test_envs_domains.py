@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from datetime import date
 
-from autoforge.envs.domains import (AIRPORTS, COUNTRY_CODES, US_STATES, domain_for, example_value, order_pairs, pair_of,
-                                    quoted_vocabulary)
+from autoforge.domain.values import (AIRPORTS, COUNTRY_CODES, US_STATES, domain_for, example_value, order_pairs, pair_of,
+                                     quoted_vocabulary)
 from autoforge.tasks.instantiate import WorldFiller
 from autoforge.types import CollectionSpec, EnvironmentRecord, FieldSpec, StateSchema
 

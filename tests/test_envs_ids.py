@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from autoforge.envs.runtime import Environment
-from autoforge.envs.schema_offline import id_pattern, plan_tools
+from autoforge.domain.entities import plan_tools
+from autoforge.domain.ids import id_pattern
 from autoforge.envs.synthesis import synthesize_environment
 from autoforge.tooldocs import ingest_paths
 

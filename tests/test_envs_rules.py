@@ -1,4 +1,4 @@
-"""Rules stated in the prose: parsed, enforced by the offline code, probed, recorded (autoforge.envs.rules)."""
+"""Rules stated in the prose: parsed, enforced by the offline code, probed, recorded (autoforge.domain.rules, autoforge.envs.rule_engine)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autoforge.envs.rules import parse_sentence
+from autoforge.domain.rules import parse_sentence
 from autoforge.envs.runtime import Environment
 from autoforge.envs.synthesis import synthesize_environment
 from autoforge.tooldocs import ingest_paths

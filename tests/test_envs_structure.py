@@ -14,8 +14,8 @@ import pytest
 from autoforge.dags.graph import build_graph
 from autoforge.dags.sample import unreachable_writes
 from autoforge.domain import words as nm
-from autoforge.envs.canonical import natural_keys
-from autoforge.envs.rules import argument_rule
+from autoforge.domain.canonical import natural_keys
+from autoforge.domain.argument_rules import argument_rule
 from autoforge.envs.runtime import Environment
 from autoforge.envs.synthesis import synthesize_environment
 from autoforge.tooldocs import ingest_paths

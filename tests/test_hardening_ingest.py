@@ -142,7 +142,7 @@ def test_backtracking_patterns_in_offline_synthesis_finish(tmp_path):
 
 
 def test_id_shapes_read_from_patterns_are_bounded():
-    from autoforge.envs.schema_offline import id_pattern, id_shape
+    from autoforge.domain.ids import id_pattern, id_shape
     from autoforge.envs.sample import fit_pattern
 
     assert id_shape("^AC\\d{4}$") == ("AC", 4) and id_shape("^AC\\d{21}$") is None

@@ -16,7 +16,7 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "autoforge"
-STAGE_PACKAGES = ("tooldocs", "envs", "dags", "tasks", "rollout", "rl")
+STAGE_PACKAGES = ("tooldocs", "domain", "envs", "dags", "tasks", "rollout", "rl")
 
 
 def _modules(path: Path):

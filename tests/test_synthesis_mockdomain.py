@@ -84,7 +84,10 @@ def mock_toolset(specs: list[ToolSpec] | None = None) -> ToolSet:
 import pytest  # noqa: E402
 
 from autoforge.domain import words as nm  # noqa: E402
-from autoforge.envs.schema_offline import analyze_tool, known_entities, offline_state_schema, plan_tools  # noqa: E402
+from autoforge.domain.entities import plan_tools  # noqa: E402
+from autoforge.domain.ids import known_entities
+from autoforge.domain.state import offline_state_schema
+from autoforge.domain.tools import analyze_tool
 
 
 def colls(schema):

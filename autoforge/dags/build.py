@@ -39,7 +39,8 @@ from autoforge.dags.graph import (PERSON, EntityIndex, is_key_param, key_fields,
                                   value_types)
 from autoforge.dags.reasoning import OPS, get_op
 from autoforge.dags.sequences import is_lookup
-from autoforge.envs.rules import argument_rule, sentences
+from autoforge.domain.argument_rules import argument_rule
+from autoforge.domain.rules import sentences
 from autoforge.errors import AutoforgeError
 from autoforge.types import (ArgSource, DagNode, EnvironmentRecord, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)

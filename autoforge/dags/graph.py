@@ -311,7 +311,7 @@ class EntityIndex:
             return None
         code_name = (dst.arg_map or {}).get(param)
         if code_name and code_name != param and _id_entity_tokens(code_name) and not self.is_create(dst):
-            # the synthesizer read ``slug`` as the article's key (autoforge.envs.canonical.natural_keys)
+            # the synthesizer read ``slug`` as the article's key (autoforge.domain.canonical.natural_keys)
             return self.entity(_id_entity_tokens(code_name)), f"natural key ({code_name})"
         c = key_canon(param)
         if c == "id":

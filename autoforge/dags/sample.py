@@ -13,7 +13,7 @@ from typing import Any, Literal
 from autoforge.dags.build import DagKnobs, build_dags
 from autoforge.dags.graph import build_graph
 from autoforge.dags.sequences import StartRule, sample_sequences
-from autoforge.envs.compute import operand_order
+from autoforge.domain.operands import operand_order
 from autoforge.llm.record import drain_calls
 from autoforge.types import (Binding, EnvironmentRecord, GraphEdge, LLMCall, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)

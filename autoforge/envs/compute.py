@@ -22,7 +22,8 @@ from typing import Any
 
 from autoforge.domain import words as nm
 from autoforge.envs import pynames
-from autoforge.envs.rules import argument_checks
+from autoforge.domain.operands import UNIT_NAMES, UNITS, operands, order_operands, own_description, schema_type, unit_params
+from autoforge.envs.rule_engine import argument_checks
 from autoforge.envs.templates import ToolDraft, func_name
 from autoforge.types import ToolSpec
 
@@ -76,56 +77,6 @@ OPS: tuple[Op, ...] = (
        "needs a whole number from 0 to 170"),
     Op("reciprocal", ("reciprocal", "inverse"), "unary", "1 / x", "x == 0", "zero has no reciprocal"),
 )
-PRECISION_PARAMS = {"precision", "decimal_places", "decimals", "digits", "ndigits", "places", "round_to", "decimal"}
-FIRST_ROLES = ("base", "part", "numerator", "dividend", "value", "number", "x", "a", "first", "minuend", "num1")
-SECOND_ROLES = ("exponent", "power", "whole", "total", "denominator", "divisor", "y", "b", "second", "subtrahend", "num2")
-
-
-def _type(schema: dict) -> str:
-    t = schema.get("type")
-    if isinstance(t, list):
-        t = next((x for x in t if x != "null"), None)
-    return t or ""
-
-
-def _numeric(schema: dict) -> bool:
-    return _type(schema) in ("number", "integer")
-
-
-def _operands(parameters: dict | None) -> tuple[list[str], list[str], str | None]:
-    """(number params in documented order, number-list params, the precision param)."""
-    props = (parameters or {}).get("properties") or {}
-    nums, lists, precision = [], [], None
-    for name, s in props.items():
-        s = s if isinstance(s, dict) else {}
-        if nm.snake(name) in PRECISION_PARAMS and _type(s) in ("integer", "number"):
-            precision = name
-        elif _numeric(s):
-            nums.append(name)
-        elif _type(s) == "array" and _numeric(s.get("items") if isinstance(s.get("items"), dict) else {}):
-            lists.append(name)
-    return nums, lists, precision
-
-
-def _order(nums: list[str]) -> list[str]:
-    """Binary operands: by documented role (base before exponent, part before whole), else as listed."""
-    first = next((n for n in nums if nm.snake(n) in FIRST_ROLES), None)
-    second = next((n for n in nums if n != first and nm.snake(n) in SECOND_ROLES), None)
-    if first and second:
-        return [first, second] + [n for n in nums if n not in (first, second)]
-    return nums
-
-
-def operand_order(parameters: dict | None) -> list[str]:
-    """The numeric operands of a tool with these parameters, first operand first (no precision)."""
-    nums, _, _ = _operands(parameters)
-    return _order(nums)
-
-
-def own_description(text: str) -> str:
-    """A tool's own description, without the API blurb some catalogues put before every tool
-    ("This tool belongs to the Math API ... Tool description: Add two numbers.")."""
-    return text.split("Tool description:", 1)[-1].strip()
 
 
 def _op_for(spec: ToolSpec, shape_ok) -> Op | None:
@@ -142,48 +93,8 @@ def _op_for(spec: ToolSpec, shape_ok) -> Op | None:
 def output_field(spec: ToolSpec) -> str:
     """The documented output's one scalar field (``result`` when undocumented or not one field)."""
     props = ((spec.output_schema or {}).get("properties") or {})
-    scalar = [k for k, v in props.items() if isinstance(v, dict) and _type(v) in ("number", "integer", "string", "boolean")]
+    scalar = [k for k, v in props.items() if isinstance(v, dict) and schema_type(v) in ("number", "integer", "string", "boolean")]
     return scalar[0] if len(props) == 1 and scalar else "result"
-
-
-# unit -> (dimension, factor to the dimension's base unit); temperatures convert through kelvin
-UNITS: dict[str, tuple[str, float]] = {
-    "m": ("length", 1.0), "km": ("length", 1000.0), "cm": ("length", 0.01), "mm": ("length", 0.001),
-    "in": ("length", 0.0254), "ft": ("length", 0.3048), "yd": ("length", 0.9144), "mi": ("length", 1609.344),
-    "kg": ("mass", 1.0), "g": ("mass", 0.001), "mg": ("mass", 1e-6), "lb": ("mass", 0.45359237), "oz": ("mass", 0.028349523125),
-    "l": ("volume", 1.0), "ml": ("volume", 0.001), "gal": ("volume", 3.785411784), "qt": ("volume", 0.946352946),
-    "pt": ("volume", 0.473176473), "cup": ("volume", 0.2365882365),
-    "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0), "day": ("time", 86400.0),
-    "c": ("temperature", 0.0), "f": ("temperature", 0.0), "k": ("temperature", 0.0),
-}
-UNIT_NAMES: dict[str, str] = {  # spoken names -> the symbols above
-    "meter": "m", "meters": "m", "metre": "m", "metres": "m", "kilometer": "km", "kilometers": "km", "centimeter": "cm",
-    "centimeters": "cm", "millimeter": "mm", "millimeters": "mm", "inch": "in", "inches": "in", "foot": "ft", "feet": "ft",
-    "yard": "yd", "yards": "yd", "mile": "mi", "miles": "mi", "kilogram": "kg", "kilograms": "kg", "gram": "g", "grams": "g",
-    "milligram": "mg", "milligrams": "mg", "pound": "lb", "pounds": "lb", "lbs": "lb", "ounce": "oz", "ounces": "oz",
-    "liter": "l", "liters": "l", "litre": "l", "litres": "l", "milliliter": "ml", "milliliters": "ml", "gallon": "gal",
-    "gallons": "gal", "quart": "qt", "quarts": "qt", "pint": "pt", "pints": "pt", "cups": "cup", "second": "s",
-    "seconds": "s", "sec": "s", "minute": "min", "minutes": "min", "hour": "h", "hours": "h", "hr": "h", "days": "day",
-    "celsius": "c", "fahrenheit": "f", "kelvin": "k",
-}
-SPOKEN_UNITS = {"length": ["meters", "kilometers", "centimeters", "inches", "feet", "miles"],
-                "mass": ["kilograms", "grams", "pounds", "ounces"], "volume": ["liters", "milliliters", "gallons", "cups"],
-                "time": ["seconds", "minutes", "hours"], "temperature": ["celsius", "fahrenheit", "kelvin"]}
-_FROM_WORDS = {"in", "from", "source", "input", "src", "original"}
-_TO_WORDS = {"out", "to", "target", "output", "dst", "desired"}
-
-
-def unit_params(parameters: dict | None) -> tuple[str, str, str] | None:
-    """(value, from-unit, to-unit) parameters of a conversion tool, or None."""
-    props = (parameters or {}).get("properties") or {}
-    nums = [p for p, s in props.items() if isinstance(s, dict) and _numeric(s) and nm.snake(p) not in PRECISION_PARAMS]
-    units = [p for p, s in props.items() if isinstance(s, dict) and _type(s) == "string"
-             and ("unit" in nm.words(p) or nm.snake(p) in ("from", "to"))]
-    if len(nums) != 1 or len(units) != 2:
-        return None
-    src = next((u for u in units if set(nm.words(u)) & _FROM_WORDS), None)
-    dst = next((u for u in units if u != src and set(nm.words(u)) & _TO_WORDS), None)
-    return (nums[0], src, dst) if src and dst else None
 
 
 def _conversion_lines(names: tuple[str, str, str], py: dict[str, str], public: dict[str, str] | None) -> list[str]:
@@ -213,7 +124,7 @@ def compute_draft(spec: ToolSpec, template: ToolDraft, public: dict[str, str] | 
     """Computing code for ``spec`` (a tool of a stateless set), or None when no catalogued
     operation fits its name and operands. ``template``: the record template's draft, whose
     argument rules (ranges, formats) are kept and checked first."""
-    nums, lists, precision = _operands(spec.parameters)
+    nums, lists, precision = operands(spec.parameters)
     props = (spec.parameters or {}).get("properties") or {}
     required = list((spec.parameters or {}).get("required") or [])
 
@@ -258,7 +169,7 @@ def compute_draft(spec: ToolSpec, template: ToolDraft, public: dict[str, str] | 
         lines += [f"    if not isinstance({v}, list) or any(not isinstance(n, (int, float)) or isinstance(n, bool) for n in {v}):",
                   f"        return {{'error': '{say} must be a list of numbers'}}", f"    xs = list({v})"]
     elif op.shape == "binary":
-        order = _order(nums)
+        order = order_operands(nums)
         if len(order) == 1:  # logarithm(value) with no base: the natural log
             lines += need_number(order[0]) + [f"    x, y = {py[order[0]]}, None"]
         else:

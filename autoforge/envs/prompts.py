@@ -89,7 +89,7 @@ def tool_code(tool: Any, schema: Any, *, sample_state: dict | None = None, contr
     if sample_state is not None:
         payload["sample_state"] = sample_state
     if rules:
-        payload["rules"] = rules  # autoforge.envs.rules: kind, the sentence, the field, the values
+        payload["rules"] = rules  # autoforge.domain.rules: kind, the sentence, the field, the values
     return msgs(system, payload)
 
 

@@ -21,9 +21,10 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
-from autoforge.envs import domains as D
+from autoforge.domain import values as D
 from autoforge.domain import words as nm
-from autoforge.envs.schema_offline import id_param_entity, id_shape, id_value, is_integer_ids, list_filter_field
+from autoforge.domain.fields import list_filter_field
+from autoforge.domain.ids import id_param_entity, id_shape, id_value, is_integer_ids
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema

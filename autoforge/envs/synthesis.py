@@ -4,7 +4,7 @@ Paper (arXiv 2512.22857, Sec. 3.1): first the state structure S is generated fro
 then Python code for every tool; code is validated and, with an LLM, repaired a bounded
 number of times. Two backends, one set of checks (:mod:`autoforge.envs.checks`):
 
-* **offline** (default): :func:`~autoforge.envs.schema_offline.offline_state_schema` and
+* **offline** (default): :func:`~autoforge.domain.state.offline_state_schema` and
   the templates of :mod:`autoforge.envs.templates`;
 * **LLM** (``client.is_offline`` false): the ``state_schema`` and ``tool_code`` prompts of
   :mod:`autoforge.envs.prompts`, answered as pydantic models; a rejected tool goes back with
@@ -45,12 +45,13 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from autoforge.envs import prompts
-from autoforge.envs.canonical import canonical_specs
+from autoforge.domain.canonical import canonical_specs
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.sample import sample_arguments, sample_state
-from autoforge.envs.schema_offline import plan_tools, offline_state_schema
+from autoforge.domain.entities import plan_tools
+from autoforge.domain.state import offline_state_schema
 from autoforge.envs import pynames
-from autoforge.envs.rules import probe_argument_rules, probe_rules, rule_counts, tool_rules
+from autoforge.envs.rule_engine import probe_argument_rules, probe_rules, rule_counts, tool_rules
 from autoforge.envs.compute import compute_draft
 from autoforge.envs.templates import offline_tool_code
 from autoforge.tooldocs.schema import props
@@ -115,7 +116,7 @@ class SynthesisResult:
     tools: list[ToolCode]
     rejections: list[Rejection]
     llm_calls: list[LLMCall] = field(default_factory=list)
-    rules: list[ToolRule] = field(default_factory=list)  # rules the tools' prose states (autoforge.envs.rules)
+    rules: list[ToolRule] = field(default_factory=list)  # rules the tools' prose states (autoforge.domain.rules)
     error: str | None = None  # the synthesis of this environment raised: what, and where (failed_environment)
 
     @property
@@ -486,7 +487,9 @@ def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state:
     to the LLM in the prompt; each recognized one is probed exactly as the offline code's are. A
     rule whose probe fails stays recorded, enforcement "code" with probe "failed": the LLM was
     asked to enforce it and did not."""
-    from autoforge.envs.rules import ENFORCED_KINDS, is_argument_rule, parse_rules
+    from autoforge.domain.argument_rules import is_argument_rule
+    from autoforge.domain.rule_kinds import ENFORCED_KINDS
+    from autoforge.domain.rules import parse_rules
 
     by_name = {c.name: c for c in schema.collections}
     out: list[ToolRule] = []
@@ -504,7 +507,7 @@ def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state:
 def _rule_briefs(spec: ToolSpec, schema: StateSchema) -> list[dict]:
     """The rules the docs state for one tool, as the prompt tells them (read against each collection
     the tool may touch: the LLM picks one, the parser cannot know which yet)."""
-    from autoforge.envs.rules import parse_rules
+    from autoforge.domain.rules import parse_rules
 
     seen: dict[tuple, dict] = {}
     for coll in [None, *schema.collections]:

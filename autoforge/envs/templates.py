@@ -2,7 +2,7 @@
 
 Paper (arXiv 2512.22857, Sec. 3.1): an LLM writes each tool's code over the state S. The
 offline backend writes the same kind of code from templates chosen by the tool's verb,
-parameters, effect and output schema (:func:`schema_offline.analyze_tool`):
+parameters, effect and output schema (:func:`autoforge.domain.tools.analyze_tool`):
 
 ========  ===========================================================================
 lookup    ``find_user_id_by_email``: match records by one or more fields -> id or record
@@ -36,17 +36,13 @@ from typing import Any
 
 from autoforge.domain import words as nm
 from autoforge.envs import pynames
-from autoforge.envs.rules import ParsedRule, argument_checks, parse_rules
-from autoforge.envs.schema_offline import (
-    AMOUNT_PARAMS,
-    ToolPlan,
-    amount_target,
-    id_param_entity,
-    is_integer_ids,
-    list_filter_field,
-    status_rules,
-    status_words,
-)
+from autoforge.domain.rule_kinds import ParsedRule
+from autoforge.domain.rules import parse_rules
+from autoforge.envs.rule_engine import argument_checks
+from autoforge.domain.fields import amount_target, list_filter_field, suffix_field
+from autoforge.domain.ids import id_param_entity, is_integer_ids
+from autoforge.domain.statuses import status_rules, status_words
+from autoforge.domain.tools import AMOUNT_PARAMS, ToolPlan
 from autoforge.tooldocs.schema import json_type, props, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSpec
 
@@ -95,12 +91,6 @@ def lit(value: Any) -> str:
 def func_name(tool_name: str) -> str:
     """The Python function name of a tool (:func:`pynames.function_name`)."""
     return pynames.function_name(tool_name)
-
-
-def suffix_field(name: str, fields: Any) -> str | None:
-    """The one field named ``<something>_<name>`` (``instructions`` -> ``delivery_instructions``), if exactly one."""
-    found = [f for f in fields if f.endswith(f"_{name}") and not f.endswith("_id") and not f.endswith("_ids")]
-    return found[0] if len(found) == 1 and len(name) > 3 else None
 
 
 class Code:
@@ -334,7 +324,7 @@ class Ctx:
     def allowed_from(self, target: str | None) -> list[str] | None:
         """Statuses a record may be in before this tool changes it (None: no precondition).
 
-        Rules the description states win (:func:`schema_offline.status_rules`: "Only pending
+        Rules the description states win (:func:`autoforge.domain.statuses.status_rules`: "Only pending
         orders can be cancelled", "Checked-in bookings cannot be cancelled"); otherwise every
         non-terminal status of the enum is allowed."""
         sf = self.status_field()

@@ -27,7 +27,7 @@ from typing import Any
 from autoforge.dags.build import topo_order
 from autoforge.domain import words as nm
 from autoforge.dialogue import fact_words
-from autoforge.envs.compute import PRECISION_PARAMS, SPOKEN_UNITS, own_description, unit_params
+from autoforge.domain.operands import own_description, PRECISION_PARAMS, SPOKEN_UNITS, unit_params
 from autoforge.tasks.execute import DagExecutionError, DagRun, resolve_path
 from autoforge.types import AnswerSource, DagNode, GoldAnswer, TaskDag, ToolCode
 

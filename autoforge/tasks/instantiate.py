@@ -29,9 +29,9 @@ from datetime import date, timedelta
 from typing import Any
 
 from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
-from autoforge.envs.domains import domain_for, order_pairs
+from autoforge.domain.values import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
-from autoforge.envs.schema_offline import MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH, id_key, id_value, is_integer_ids
+from autoforge.domain.ids import id_key, id_value, is_integer_ids, MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH
 from autoforge.envs.sample import MAX_ITEMS, free_key
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.tooldocs.schema import documented_pattern

@@ -7,7 +7,7 @@ Each returns None when the task passes, else the reason (stored as a Verificatio
   and a later call does not overwrite all of it (the first ``update`` of two on one record is
   invisible in the final state, so no reward could tell whether it happened).
 - :func:`check_args_in_domain`: every gold argument is in its documented domain: the enum, a
-  vocabulary or domain the docs give (:mod:`autoforge.envs.domains`), pattern (through
+  vocabulary or domain the docs give (:mod:`autoforge.domain.values`), pattern (through
   :mod:`autoforge.patterns`; one that cannot be used is no check), date format,
   minimum / maximum, an ordered pair in order (check-in before check-out), a birth date in the
   past, an amount-like number above zero.
@@ -28,7 +28,7 @@ from typing import Any
 
 from autoforge.dags.graph import param_schemas
 from autoforge.domain import words as nm
-from autoforge.envs.domains import domain_for, order_pairs, pair_of
+from autoforge.domain.values import domain_for, order_pairs, pair_of
 from autoforge.envs.interface import EnvLike
 from autoforge.patterns import PatternError
 from autoforge.tooldocs.schema import documented_pattern

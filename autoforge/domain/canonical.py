@@ -1,13 +1,13 @@
 """A canonical view of a tool set's docs for the offline backend: snake_case names, ids as ``<entity>_id``.
 
-The offline rules (:mod:`autoforge.envs.schema_offline`, :mod:`autoforge.envs.templates`) read
+The offline rules (:mod:`autoforge.domain.state`, the code templates of :mod:`autoforge.envs`) read
 entities from names shaped like ``order_id``. Real docs name the same things ``orderId``,
 ``assetTag`` (pattern ``^AT\\d{5}$``), ``employeeNumber``, ``customer`` (pattern ``^C-\\d{5}$``),
 ``heldBy`` or ``trackingNumber``. Paper (arXiv 2512.22857, Sec. 3.1) leaves reading docs to an
 LLM; this module is the offline stand-in for that reading, before any rule runs:
 
 * every parameter and output property gets its snake_case name (``weightKg`` -> ``weight_kg``);
-* a property whose schema documents an id pattern (:func:`schema_offline.id_pattern`:
+* a property whose schema documents an id pattern (:func:`autoforge.domain.ids.id_pattern`:
   ``^AT\\d{5}$``, ``^PET-\\d{4}$``) is an id: ``asset_tag`` -> ``asset_id``, ``asset_tags``
   -> ``asset_ids``, ``customer`` -> ``customer_id``, ``origin_depot`` -> ``origin_depot_id``;
   when the name does not say which entity (``tracking_number``, ``held_by``), the entity is
@@ -25,7 +25,7 @@ from collections import Counter
 from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.envs.schema_offline import ROLE_PREFIXES, id_pattern
+from autoforge.domain.ids import id_pattern, ROLE_PREFIXES
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import ToolSpec
 

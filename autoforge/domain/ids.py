@@ -1,0 +1,142 @@
+"""Ids: which entity an id names, how documented ids look, and how state keys hold them.
+
+``order_id`` names an order and ``from_account_id`` an account (:func:`id_param_entity`); a
+pattern ``^AC\\d{4}$`` or an example ``'INV-00042'`` documents the ids' prefix and width
+(:func:`id_pattern`); state keys are strings, and an integer-id collection's records hold ints
+(:func:`id_key`, :func:`id_value`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from autoforge.domain import words as nm
+from autoforge.domain.values import example_value
+from autoforge.tooldocs.schema import documented_pattern, json_type, props, unwrap
+from autoforge.types import CollectionSpec, ToolSpec
+
+# Prefixes of id parameters that name a role, not an entity: from_account_id -> account.
+ROLE_PREFIXES = ("from_", "to_", "source_", "src_", "destination_", "dest_", "target_", "origin_", "new_",
+                 "old_", "primary_", "secondary_", "parent_", "sender_", "receiver_", "recipient_", "current_")
+# Id fields naming a person's role; they point at the people collection when there is one.
+ROLE_PEOPLE = {"owner", "assignee", "author", "creator", "requester", "reporter", "manager", "approver",
+               "reviewer", "sender", "recipient", "host", "organizer", "instructor", "holder", "agent"}
+
+
+def id_param_entity(param: str, aliases: dict[str, str] | None = None) -> str | None:
+    """``order_id`` -> order; ``from_account_id`` -> account; ``tag_ids`` -> tag; ``id`` -> None.
+
+    ``aliases`` maps role entities to the entity they are (``manager`` -> ``employee`` when both
+    ids follow the documented pattern ``^E\\d{4}$``)."""
+    p = nm.snake(param)
+    if p.endswith("_ids"):
+        base = p[:-4]
+    elif p.endswith("_id"):
+        base = p[:-3]
+    else:
+        return None
+    for pre in ROLE_PREFIXES:
+        if base.startswith(pre) and len(base) > len(pre):
+            base = base[len(pre):]
+            break
+    if not base:
+        return None
+    ent = nm.singular(base)
+    return (aliases or {}).get(ent, ent)
+
+
+# AC0001, PET-0001, 1Z0000001. The prefix is spelled "digits, a letter, letters or digits" rather than
+# [A-Z0-9]*[A-Z][A-Z0-9]* (the same strings, and the same matches): that form backtracks quadratically
+# on a long run of letters, and these expressions read document text.
+ID_PATTERN = re.compile(r"^\^?([0-9]*[A-Z][A-Z0-9]*[-_]?)\\d\{(\d+)\}\$?$")
+MAX_ID_WIDTH = 20  # digits of a documented id shape; \d{999999999} is not an id (its ids would fill memory)
+MAX_ID_PATTERN_CHARS = 80  # an id shape is short; a longer pattern is read as no id shape
+
+
+def id_pattern(schema: dict | None, examples: bool = False) -> tuple[str, int] | None:
+    """``{"pattern": "^AC\\d{4}$"}`` -> ("AC", 4): the prefix and width of documented ids.
+
+    ``examples``: without a pattern, an example the schema gives (``"The invoice id, such as 'INV-00042'"``,
+    or ``example: "INV-00042"``) documents the same: ("INV-", 5)."""
+    s = (unwrap(schema) or {}) if isinstance(schema, dict) else {}
+    pat = s.get("pattern")
+    shape = id_shape(pat)
+    if shape:
+        return shape
+    if examples and pat is None and json_type(s) == "string":
+        return example_id_pattern(s)
+    return None
+
+
+def id_shape(pattern: Any) -> tuple[str, int] | None:
+    """``"^AC\\d{4}$"`` -> ("AC", 4); None for anything else, for a pattern that cannot be used
+    (:func:`~autoforge.tooldocs.schema.documented_pattern`), and for a width over :data:`MAX_ID_WIDTH`
+    (the pattern is then ignored as an id shape)."""
+    if not isinstance(pattern, str) or len(pattern) > MAX_ID_PATTERN_CHARS:
+        return None
+    m = ID_PATTERN.match(pattern)
+    if not m or not 0 <= int(m.group(2)) <= MAX_ID_WIDTH or documented_pattern(pattern) is None:
+        return None
+    return (m.group(1), int(m.group(2)))
+
+
+_EXAMPLE_ID = re.compile(r"([0-9]*[A-Z][A-Z0-9]*[-_]?)(\d{2,10})")  # prefix spelled as in ID_PATTERN
+_CUED_ID = re.compile(r"(?:such as|for example|for instance|e\.g\.|like|format)\s*[:,]?\s*['\"`‘’“”]?"
+                      r"([0-9]*[A-Z][A-Z0-9]*[-_]?\d{2,10})(?![\w-])", re.IGNORECASE)
+
+
+def example_id_pattern(schema: dict) -> tuple[str, int] | None:
+    """(prefix, width) of the id a string schema shows by example: its ``example`` / ``examples``,
+    or one its description quotes after "such as" / "e.g." (:func:`autoforge.domain.values.example_value`)."""
+    examples = schema.get("examples")
+    cands: list[Any] = [schema.get("example")] + (list(examples)[:3] if isinstance(examples, list) else [])
+    desc = schema.get("description")
+    if isinstance(desc, str):
+        cands.append(example_value(desc))
+        cands += [m.group(1) for m in _CUED_ID.finditer(desc)]  # "The customer's id, e.g. 'CUS-0012'"
+    for v in cands:
+        m = _EXAMPLE_ID.fullmatch(v) if isinstance(v, str) else None
+        if m:
+            return (m.group(1), len(m.group(2)))
+    return None
+
+
+def id_key(value: Any) -> str:
+    """The state key of an id value: ids are keys as strings (``3`` -> ``"3"``; ``"T0001"`` as is)."""
+    return value if isinstance(value, str) else str(value)
+
+
+def id_value(coll: CollectionSpec | None, key: Any) -> Any:
+    """The value a record holds for state key ``key`` of ``coll``: an int for integer-id collections."""
+    if coll is not None and getattr(coll, "id_type", "string") == "integer" and isinstance(key, str) \
+            and key.lstrip("-").isdigit():
+        return int(key)
+    return key
+
+
+def is_integer_ids(coll: CollectionSpec | None) -> bool:
+    return coll is not None and getattr(coll, "id_type", "string") == "integer"
+
+
+def walk_ids(specs: list[ToolSpec]):
+    """Every ``(name, schema)`` of an id-like property in parameters and output schemas."""
+    def walk(schema: Any, depth: int = 0):
+        s = unwrap(schema) if isinstance(schema, dict) else {}
+        if depth > 5:
+            return
+        for k, v in props(s).items():
+            if id_param_entity(k):
+                yield k, v
+            yield from walk(v, depth + 1)
+        if isinstance(s.get("items"), dict):
+            yield from walk(s["items"], depth + 1)
+
+    for spec in specs:
+        yield from walk(spec.parameters)
+        yield from walk(spec.output_schema)
+
+
+def known_entities(specs: list[ToolSpec], aliases: dict[str, str] | None = None) -> set[str]:
+    """Entities named by id parameters or id output fields anywhere in the tool set."""
+    return {id_param_entity(k, aliases) for k, _ in walk_ids(specs)} - {None}

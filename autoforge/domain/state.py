@@ -1,0 +1,311 @@
+"""Offline state-structure inference: a tool set's docs -> :class:`StateSchema`.
+
+Paper (arXiv 2512.22857, Sec. 3.1, "environment synthesis"): an LLM reads the tool docs and
+writes the state S as a database of named collections. The offline backend reads the same
+docs with rules:
+
+* entities come from id parameters (``order_id`` -> ``orders``, ``from_account_id`` ->
+  ``accounts``), from tool names (``get_order``, ``list_orders``, ``find_user_id_by_email``)
+  and from output schemas (object properties are fields; arrays of objects are list fields
+  whose items, when they carry their own ``<x>_id``, also describe entity ``x``);
+* every collection is keyed by ``<entity>_id`` with ids ``<PREFIX>0001``;
+* a field named ``<other>_id`` (or an array ``<other>_ids``) is a reference to ``others``;
+* enums (statuses) come from schemas, from status verbs (``cancel_*`` adds ``cancelled``)
+  and from status words in descriptions.
+
+The reading is split by concern: ids (:mod:`~autoforge.domain.ids`), the per-tool reading
+(:mod:`~autoforge.domain.tools`), entities and aliases (:mod:`~autoforge.domain.entities`),
+fields (:mod:`~autoforge.domain.fields`) and statuses (:mod:`~autoforge.domain.statuses`);
+this module builds the :class:`StateSchema` from them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from autoforge.domain import words as nm
+from autoforge.domain.entities import id_aliases, plan_tools
+from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_field, suffix_field
+from autoforge.domain.ids import ROLE_PEOPLE, id_param_entity, id_pattern, walk_ids
+from autoforge.domain.rules import status_mentions
+from autoforge.domain.statuses import status_words
+from autoforge.domain.tools import WRITE_KINDS, ToolPlan, is_selector
+from autoforge.tooldocs.schema import json_type, props, unwrap
+from autoforge.types import CollectionSpec, StateSchema, ToolSet, ToolSpec
+
+PEOPLE = ("user", "customer", "employee", "member", "person", "staff", "patient", "student", "client", "agent")
+
+
+class _Builder:
+    def __init__(self, aliases: dict[str, str], id_info: dict[str, tuple[str, int]]) -> None:
+        self.colls: dict[str, CollectionDraft] = {}
+        self.aliases = aliases
+        self.id_info = id_info
+        self.id_votes: dict[str, Counter] = {}  # entity -> JSON types its ids are documented with
+        self.patterned: set[str | None] = set()  # entities with a documented id pattern (not only an example)
+
+    def coll(self, entity: str) -> CollectionDraft:
+        if entity not in self.colls:
+            c = CollectionDraft(entity)
+            c.add(f"{entity}_id", {"type": "string", "description": f"primary key of {nm.plural(entity)}"}, note=False)
+            self.colls[entity] = c
+        return self.colls[entity]
+
+    def note_id(self, entity: str | None, schema: Any) -> None:
+        """One documented id of ``entity`` (a parameter, an output field): its JSON type is a vote."""
+        s = unwrap(schema) if isinstance(schema, dict) else {}
+        if not entity or not s:
+            return
+        typ = json_type(s)
+        if typ == "array":
+            item = unwrap(s.get("items")) if isinstance(s.get("items"), dict) else {}
+            typ = json_type(item) if item else None
+        if typ in ("integer", "string", "number"):  # ``issue_number: number`` is an integer id
+            self.id_votes.setdefault(entity, Counter())["integer" if typ == "number" else typ] += 1
+
+    def integer_entities(self) -> set[str]:
+        """Entities whose ids the docs type as integers (more integer than string mentions, no
+        documented string pattern): ``get_ticket(ticket_id: integer)`` / ``{"id": integer}``."""
+        votes: dict[str, Counter] = {e: Counter(v) for e, v in self.id_votes.items()}
+        for c in self.colls.values():
+            for name, types in c.seen_types.items():
+                e = c.entity if name == f"{c.entity}_id" else (
+                    id_param_entity(name, self.aliases) if name.endswith(("_id", "_ids")) else None)
+                if e:
+                    box = votes.setdefault(e, Counter())
+                    for t in ("integer", "string"):
+                        box[t] += types.get(t, 0)
+                    box["integer"] += types.get("number", 0)
+        return {e for e, v in votes.items() if e in self.colls and e not in self.id_info and v["integer"] > v["string"]}
+
+    def harvest(self, schema: dict | None, hint: str | None, depth: int = 0, follow: bool = True) -> None:
+        """Record the fields an output schema shows for entity ``hint`` (and nested entities)."""
+        s = unwrap(schema)
+        if depth > 4 or not s:
+            return
+        if json_type(s) == "array":
+            self.harvest(s.get("items"), hint, depth + 1)
+            return
+        properties = props(s)
+        if not properties:
+            return
+        # A wrapper ({"order": {...}} or {"orders": [...], "count": 3}): descend instead of recording.
+        wrapped = [k for k, v in properties.items() if json_type(unwrap(v)) in ("object", "array")
+                   and nm.singular(nm.snake(k)) in self.colls and f"{nm.singular(nm.snake(k))}_id" not in properties]
+        own_pk = hint and (f"{hint}_id" in properties or "id" in properties)
+        if wrapped and not own_pk:
+            for k in wrapped:
+                self.harvest(properties[k], nm.singular(nm.snake(k)), depth + 1)
+            return
+        entity = hint if hint else None
+        first_key = next((id_param_entity(k, self.aliases) for k in properties if nm.snake(k).endswith("_id")), None)
+        if follow and entity and f"{entity}_id" not in properties and "id" not in properties and first_key in self.colls:
+            entity = first_key  # a record of another entity (assign_user_to_project returns the project)
+        if entity is None:
+            ids = [id_param_entity(k, self.aliases) for k in properties if k.endswith("_id")]
+            entity = next((e for e in ids if e), None)
+        if entity is None:
+            return
+        c = self.coll(entity)
+        for k, v in properties.items():
+            v = unwrap(v) if isinstance(v, dict) else {}
+            name = f"{entity}_id" if k == "id" else nm.snake(k)
+            c.add(name, v)
+            if json_type(v) == "array":
+                item = unwrap(v.get("items"))
+                sub = self.aliases.get(nm.singular(name), nm.singular(name))
+                if props(item) and (f"{sub}_id" in props(item) or sub in self.colls):
+                    self.harvest(item, sub, depth + 1)
+
+    def build(self) -> StateSchema:
+        entities = set(self.colls)
+        people = next((p for p in PEOPLE if p in entities), None)
+        prefixes: set[str] = {self.id_info[e][0] for e in entities if e in self.id_info}
+        integer = self.integer_entities()
+        int_colls = {nm.plural(e) for e in integer}
+        out = []
+        for entity, c in self.colls.items():
+            fields = []
+            for f in c.fields.values():
+                ref = f.ref
+                e = id_param_entity(f.name, self.aliases)
+                if e and f.name != f"{entity}_id":
+                    if e in entities:
+                        ref = nm.plural(e)
+                    elif e in ROLE_PEOPLE and people:
+                        ref = nm.plural(people)
+                if f.name == f"{entity}_id" and entity in integer:
+                    f = f.model_copy(update={"type": "integer", "pattern": None, "format": None})
+                elif ref in int_colls and f.type in ("string", "integer"):
+                    f = f.model_copy(update={"type": "integer", "pattern": None})
+                elif ref in int_colls and f.type == "array":
+                    items = dict(f.items or {})
+                    if json_type(items) in ("string", None) or not items:
+                        f = f.model_copy(update={"items": {**{k: v for k, v in items.items() if k != "pattern"}, "type": "integer"}})
+                elif f.name == f"{entity}_id" and entity in self.id_info and entity not in self.patterned \
+                        and not f.pattern and f.type == "string":  # ids shown by example: their pattern
+                    pre, width = self.id_info[entity]
+                    f = f.model_copy(update={"pattern": f"^{pre}\\d{{{width}}}$"})
+                if f.name == "status" and (c.status_words or c.status_targets) and f.type not in ("object", "array", "boolean", "number", "integer"):
+                    # a documented enum is kept; words from descriptions only fill a missing one,
+                    # and a status verb's target is added when none of its candidates is there
+                    merged = list(f.enum or [w for w in c.status_words])
+                    for cands in c.status_targets:
+                        if not any(t in merged for t in cands):
+                            merged.append(cands[0])
+                        elif not f.enum and not any(t[:4] == cands[0][:4] for t in merged):
+                            # statuses read from verbs: close_ticket and resolve_ticket end in two
+                            # statuses (closed, resolved), not one, so a resolve is seen after a close
+                            merged.append(cands[0])
+                    f = f.model_copy(update={"enum": merged})
+                if ref != f.ref:
+                    f = f.model_copy(update={"ref": ref})
+                fields.append(f)
+            if entity in integer:
+                out.append(CollectionSpec(name=nm.plural(entity), entity=entity, primary_key=f"{entity}_id",
+                                          id_prefix="", id_width=1, id_type="integer", fields=fields))
+                continue
+            prefix, width = self.id_info.get(entity) or (_prefix(entity, prefixes), 4)
+            if c.lower_ids and entity not in self.id_info:
+                prefix = prefix.lower() + "_"  # am_0001: a key the docs' snake_case rule accepts
+            out.append(CollectionSpec(name=nm.plural(entity), entity=entity, primary_key=f"{entity}_id",
+                                      id_prefix=prefix, id_width=width, fields=fields))
+        return StateSchema(collections=out)
+
+
+def _prefix(entity: str, taken: set[str]) -> str:
+    ws = [w for w in entity.split("_") if w] or ["x"]
+    letters = re.sub(r"[^a-z]", "", entity) or "x"
+    cands = ["".join(w[0] for w in ws).upper(), ws[-1][:1].upper()] if len(ws) > 1 else [letters[:1].upper()]
+    cands += [letters[:n].upper() for n in range(2, len(letters) + 1)]
+    for cand in cands:
+        if cand and cand not in taken:
+            taken.add(cand)
+            return cand
+    n = 2
+    while f"{letters[:3].upper()}{n}X" in taken:
+        n += 1
+    taken.add(f"{letters[:3].upper()}{n}X")
+    return f"{letters[:3].upper()}{n}X"
+
+
+def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> StateSchema:
+    """Infer collections, fields, keys, references and enums from a tool set's docs.
+
+    ``toolset`` only names the fallback collection when no entity can be read at all.
+    """
+    specs = list(specs)
+    aliases, id_info = id_aliases(specs)
+    plans = plan_tools(specs)
+    b = _Builder(aliases, id_info)
+    b.patterned = {id_param_entity(k, aliases) for k, v in walk_ids(specs) if id_pattern(v) or (
+        isinstance(v, dict) and id_pattern(unwrap(v).get("items")))}
+    # 1. entities in the order tools mention them
+    for spec in specs:
+        plan = plans[spec.name]
+        b.coll(plan.entity)
+        if plan.other:
+            b.coll(plan.other)
+        for p, ps in props(spec.parameters).items():
+            e = id_param_entity(p, aliases)
+            if e:
+                b.coll(e)
+                b.note_id(e, ps)
+            elif nm.snake(p) == "id":
+                b.note_id(plan.entity, ps)
+    # 2. fields from output schemas (the most complete picture of a record)
+    for spec in specs:
+        plan = plans[spec.name]
+        # a delete reports what it removed (delete_message -> {receiver_id, ...}): the message's fields,
+        # not a record of the receiver
+        b.harvest(spec.output_schema, plan.entity, follow=plan.kind != "delete")
+    # 3. fields from parameters
+    for spec in specs:
+        plan = plans[spec.name]
+        c = b.coll(plan.entity)
+        params = props(spec.parameters)
+        for p, ps in params.items():
+            ps = unwrap(ps) if isinstance(ps, dict) else {}
+            sp = nm.snake(p)
+            if sp == "id" or is_selector(sp, ps):
+                continue
+            if plan.kind in ("create", "update", "generic") or (plan.kind == "status" and sp == "status"):
+                base = sp[4:] if sp.startswith("new_") else sp[8:] if sp.startswith("updated_") else sp
+                if base in nm.PAGING_PARAMS or base in nm.SORT_PARAMS:
+                    continue
+                if plan.kind == "create" and plan.other and id_param_entity(p, aliases) == plan.other:
+                    c.add(sp, ps)
+                elif plan.kind == "update" and base not in c.fields and suffix_field(base, c.fields):
+                    pass  # update_delivery_instructions(instructions): sets the existing delivery_instructions
+                elif not (plan.kind in ("update", "status") and base == f"{plan.entity}_id"):
+                    c.add(base, ps)
+            elif plan.kind == "lookup" and sp in plan.by_fields:
+                c.add(sp, ps)
+            elif plan.kind == "list":
+                fname = list_filter_field(sp, c.fields)
+                if fname and fname[0] not in c.fields:
+                    typ = ps if fname[1] in ("eq", "in") else {"type": json_type(ps), "format": ps.get("format")}
+                    if fname[1] == "in":
+                        typ = unwrap(ps.get("items")) if json_type(ps) == "array" else ps
+                    if fname[1] != "text":
+                        c.add(fname[0], {k: v for k, v in typ.items() if v is not None})
+                elif fname and fname[1] == "eq" and ps.get("enum"):
+                    c.add(fname[0], ps)
+            elif plan.kind in ("link", "unlink") and plan.other and id_param_entity(p, aliases) == plan.other:
+                other_fields = b.coll(plan.other).fields
+                links_back = any(f.type == "array" and f.ref == nm.plural(plan.entity) for f in other_fields.values())
+                if p.endswith("_ids"):
+                    c.add(sp, ps)
+                elif not links_back and not any(f.type == "array" and f.ref == nm.plural(plan.other) for f in c.fields.values()):
+                    c.add(sp, {"type": "string"})
+        if plan.kind == "amount":
+            cands = [plan.entity] + [id_param_entity(p, aliases) for p in params if id_param_entity(p, aliases)]
+            ent, fld = amount_target(plan, cands, {e: b.coll(e).fields for e in cands})
+            b.coll(ent).add(fld, {"type": "number"})
+        if plan.kind == "status" or (plan.kind == "create" and "status" in c.fields):
+            c.add("status", {"type": "string"})
+            c.status_words += [w for w in status_words(spec.description) if w not in c.status_words]
+            if plan.target_status:
+                c.status_targets.append(plan.target_status)
+        elif "status" in c.fields:
+            c.status_words += [w for w in status_words(spec.description) if w not in c.status_words]
+        if plan.kind == "create" and plan.other:
+            c.add(f"{plan.other}_id", {"type": "string"})
+        if plan.effect == "write" and plan.kind in WRITE_KINDS | {"generic"}:
+            _add_prose_rules(c, spec, plan)
+    for c in b.colls.values():
+        if "status" in c.fields and c.fields["status"].type in ("object", "array", "boolean", "number", "integer"):
+            c.status_words, c.status_targets = [], []  # ``status: {fuel_level, door_status}`` is a report and ``status: true`` a flag, not a workflow state
+            continue
+        nested = [unwrap(v)["enum"] for f in c.fields.values() if f.type == "object" and f.properties
+                  for k, v in f.properties.items() if k == "status" and isinstance(v, dict) and unwrap(v).get("enum")]
+        if "status" in c.fields and not c.fields["status"].enum and len(nested) == 1:
+            # freeze_membership(member_id) on members whose `membership.status` documents the statuses
+            c.fields["status"] = c.fields["status"].model_copy(update={"enum": list(nested[0])})
+        if "status" in c.fields and not c.fields["status"].enum and not c.status_words:
+            c.status_words = ["active", "inactive"]
+        elif "status" in c.fields and not c.fields["status"].enum:
+            initial = [s for s in nm.INITIAL_STATUSES if s in c.status_words]
+            if not initial:
+                c.status_words.insert(0, "pending" if any(s in c.status_words for s in ("cancelled", "canceled", "shipped", "delivered", "paid", "completed")) else "active")
+    if not b.colls:
+        name = toolset.name if isinstance(toolset, ToolSet) else str(toolset)
+        b.coll(nm.singular(nm.snake(name)) or "record")
+    return b.build()
+
+
+def _add_prose_rules(c: CollectionDraft, spec: ToolSpec, plan: ToolPlan) -> None:
+    """What the prose's status rules need in the record (autoforge.domain.rules): a status field
+    holding the statuses they name ("only for a draft invoice", "becomes 'escalated'") and the
+    timestamp fields they record ("records frozen_at")."""
+    src, res, stamps = status_mentions(spec, plan.entity)
+    if plan.kind != "delete" and (src or res):
+        c.add("status", {"type": "string"})
+        c.status_words += [w for w in src + res if w and w not in c.status_words]
+        if res and plan.kind != "delete":
+            c.status_targets.append(res[:1])
+    if plan.kind != "delete":
+        for f in stamps:
+            if nm.is_identifier(f):
+                c.add(f, {"type": "string", "format": "date" if f.endswith(("_on", "_date")) else "date-time"})
