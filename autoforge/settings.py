@@ -106,9 +106,11 @@ def range_message(rng: Range, got: Any, why: str, example: str) -> str:
 
 
 # Command-line flags and flow parameters (the CLI's argparse types, FactoryParams / EvalParams
-# .validate_for_run, the stage flows). seed: tool_sequences.seed is an INTEGER column.
+# .validate_for_run, the stage flows). seed: tool_sequences.seed is an INTEGER column. Each range's
+# example is a valid value that error messages show, no default: defaults live in the stage's
+# params model (autoforge/pipeline/<stage>.py; tests/test_params_agree.py checks they are in range).
 PARAMS: dict[str, Range] = {
-    "tasks_per_env": Range(1, 100_000, 110, rule="a positive number of tasks"),
+    "tasks_per_env": Range(1, 100_000, 20, rule="a positive number of tasks"),
     "walks": Range(1, 1_000_000, 80, rule="a positive number of walks"),
     "merges": Range(0, 1_000_000, 80, rule="a number of merged walk pairs"),
     "min_len": Range(1, 50, 2, rule="a walk length in tool calls"),

@@ -41,10 +41,11 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 from prefect.task_runners import ProcessPoolTaskRunner, TaskRunner, ThreadPoolTaskRunner
+from pydantic import BaseModel
 
 from autoforge.errors import ConfigError
 from autoforge.pipeline.common import persist
-from autoforge.settings import (TASK_RUNNERS, VARS, check_param, check_walk_lengths, get_settings, setting,
+from autoforge.settings import (PARAMS, TASK_RUNNERS, VARS, check_param, check_walk_lengths, get_settings, setting,
                                 worker_environ)
 from autoforge.types import Run
 
@@ -225,15 +226,16 @@ def fan_out(runner: TaskRunner, stage_task: Any, calls: Sequence[dict[str, Any]]
     return out
 
 
-def check_flow_inputs(**params: Any) -> None:
-    """Before a stage flow reads or writes anything: every AUTOFORGE_* setting, and each numeric
-    parameter given (None = its default) within its range (:data:`autoforge.settings.PARAMS`)."""
+def check_flow_inputs(params: BaseModel | None = None) -> None:
+    """Before a stage flow reads or writes anything: every AUTOFORGE_* setting, and each numeric field
+    of ``params`` that is set (None = its default) within its range (:data:`autoforge.settings.PARAMS`)."""
     get_settings()
-    for name, value in params.items():
-        if value is not None:
+    values = params.model_dump() if params is not None else {}
+    for name, value in values.items():
+        if name in PARAMS and value is not None:
             check_param(name, value)
-    if params.get("min_len") is not None and params.get("max_len") is not None:
-        check_walk_lengths(params["min_len"], params["max_len"])
+    if values.get("min_len") is not None and values.get("max_len") is not None:
+        check_walk_lengths(values["min_len"], values["max_len"])
 
 
 @task(name="persist-stage", task_run_name="persist-{run.stage}", cache_policy=NO_CACHE)

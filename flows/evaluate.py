@@ -2,9 +2,9 @@
 
 A thin recipe over :func:`autoforge.pipeline.evaluate.run` (which loads the curated tasks,
 plays the episodes concurrently, judges user errors, and writes episodes + eval_results + the
-run in one transaction). The flow's parameters are :class:`autoforge.pipeline.evaluate.EvalParams`
-fields (validated before anything runs); it adds a table artifact of the pass^k rows and a
-markdown summary with the failures.
+run in one transaction). The flow's parameters are the fields of
+:class:`autoforge.pipeline.evaluate.EvalParams` (flows/_params.py), validated before anything runs;
+it adds a table artifact of the pass^k rows and a markdown summary with the failures.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from autoforge.pipeline import evaluate as stage
+from flows._params import model_flow
 
 
 @task(name="run-eval", retries=0)
@@ -21,31 +22,9 @@ def run_eval_task(warehouse: str | None, params: stage.EvalParams) -> dict:
 
 
 @flow(name="evaluate", flow_run_name="eval-{agent}-{user}-k{trials}", log_prints=True)
-def evaluate_flow(
-    agent: str = "oracle",
-    user: str = "offline",
-    trials: int = 4,
-    split: str | None = "test",
-    env: str | None = None,
-    limit: int | None = None,
-    concurrency: int = 4,
-    user_error_rate: float = 0.0,
-    judge: str = "rule",
-    seed: int = 0,
-    max_turns: int = 40,
-    warehouse: str | None = None,
-) -> dict:
-    """Play ``trials`` episodes of every curated task and store pass^k for k = 1..trials.
-
-    agent: oracle | random | openai[:model] | hf:<model dir>.
-    user: offline (scripted) | llm[:model] (OpenAI-compatible, AUTOFORGE_OPENAI_*).
-    split: "test" (held out), "train", or None for both.
-    user_error_rate: injected user errors per episode, split evenly over wrong_fact / withheld_fact / premature_stop.
-    judge: rule | llm | none — the user-error judge whose flags ERPO masks.
-    """
-    params = stage.EvalParams(agent=agent, user=user, trials=trials, split=split, env=env, limit=limit,
-                              concurrency=concurrency, user_error_rate=user_error_rate, judge=judge, seed=seed,
-                              max_turns=max_turns)
+@model_flow(stage.EvalParams, run=("warehouse",))
+def evaluate_flow(params: stage.EvalParams, warehouse: str | None) -> dict:
+    """Play ``trials`` episodes of every curated task and store pass^k for k = 1..trials."""
     params.validate_for_run()
     logger = get_run_logger()
     summary = run_eval_task(warehouse, params)

@@ -40,6 +40,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from autoforge.pipeline import FactoryParams, environment_yield, funnel_rows
 from flows._common import FACTORY_DEFAULT, choose_runner, shared_runner
+from flows._params import model_flow
 from flows.generate import generate_flow
 from flows.ingest import ingest_flow
 from flows.sample import sample_flow
@@ -51,46 +52,14 @@ SUBFLOWS = {"ingest": ingest_flow, "synthesize": synthesize_flow, "sample": samp
 
 
 @flow(name="factory", flow_run_name="factory-{backend}-seed{seed}-n{tasks_per_env}", log_prints=True)
-def factory_flow(
-    backend: str = "offline",
-    tasks_per_env: int = 110,
-    seed: int = 0,
-    env: str | None = None,
-    paths: list[str] | None = None,
-    bundled: bool = True,
-    max_envs: int | None = None,
-    start: str = "auto",
-    min_len: int = 2,
-    max_len: int = 5,
-    walks: int | None = None,
-    attempts_per_task: int = 4,
-    all_dags: bool = False,
-    warehouse: str | None = None,
-    task_runner: str | None = None,
-    dask_address: str | None = None,
-) -> dict:
-    """Run every stage of the AutoForge pipeline on one batch of tool docs.
-
-    backend: "offline" (rules, no network) or "openai" (any OpenAI-compatible server from AUTOFORGE_OPENAI_*).
-    tasks_per_env: candidate tasks generated per environment before verification.
-    seed: random seed of walks, merges and instantiation; same seed -> same batch -> no new rows.
-    env: only this environment (tool set name); None = all.
-    paths / bundled: tool docs to ingest (files or folders) and/or the bundled corpus.
-    max_envs: cap on environments processed (a per-stage limit for quick runs).
-    start: where walks start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
-    min_len / max_len: walk length range, in tool calls.
-    walks: walks (and merges) per environment; None = max(40, 2 * tasks_per_env // 3).
-    attempts_per_task: instantiation attempts per wanted task.
-    all_dags: generate from every stored DAG of the environments, not only those this batch sampled (a top-up).
-    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
-    task_runner: thread | process | dask, one runner for every stage; None = AUTOFORGE_TASK_RUNNER, else process.
-    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a
-        local cluster of AUTOFORGE_STAGE_WORKERS worker processes started for this run.
-    """
-    params = FactoryParams(backend=backend, tasks_per_env=tasks_per_env, seed=seed, env=env, paths=paths or [],
-                           bundled=bundled, max_envs=max_envs, start=start, min_len=min_len, max_len=max_len,
-                           walks=walks, attempts_per_task=attempts_per_task, all_dags=all_dags, warehouse=warehouse)
+@model_flow(FactoryParams, run=("task_runner", "dask_address"), run_help={
+    "task_runner": "thread | process | dask, one runner for every stage; None: AUTOFORGE_TASK_RUNNER, else thread",
+    "dask_address": "the Dask scheduler (tcp://host:8786) of the dask runner; None: AUTOFORGE_DASK_ADDRESS, else a local "
+                    "cluster of AUTOFORGE_STAGE_WORKERS worker processes started for this run"})
+def factory_flow(params: FactoryParams, task_runner: str | None, dask_address: str | None) -> dict:
+    """Run every stage of the AutoForge pipeline on one batch of tool docs."""
     params.validate_for_run()
+    warehouse = params.warehouse
     runner_kind, address = choose_runner(task_runner, dask_address, default=FACTORY_DEFAULT)
     batch_id = params.batch_id()
     get_run_logger().info("factory batch %s on the %s task runner%s", batch_id, runner_kind,

@@ -15,10 +15,11 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, persist_stage, stage_runner, unpack
+from flows._params import model_flow
 
 from autoforge.pipeline import generate as stage
 from autoforge.pipeline.common import finish
-from autoforge.tasks.generate import TEST_FRACTION, StageResult, stage_counts
+from autoforge.tasks.generate import StageResult, stage_counts
 from autoforge.types import EnvironmentRecord
 
 
@@ -30,34 +31,12 @@ def generate_task(env: EnvironmentRecord, inp: stage.GenerateInputs, params: sta
 
 
 @flow(name="generate-tasks", flow_run_name="generate-seed{seed}-n{tasks_per_env}-env-{env}", log_prints=True)
-def generate_flow(
-    env: str | None = None,
-    seed: int = 0,
-    tasks_per_env: int = 120,
-    backend: str = "offline",
-    max_envs: int | None = None,
-    attempts_per_task: int = 4,
-    test_fraction: float = TEST_FRACTION,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
-    from_batch: str | None = None,
-    task_runner: str | None = None,
-    dask_address: str | None = None,
-) -> dict:
-    """Instantiate each environment's DAGs into tasks with a gold final state.
-
-    tasks_per_env: tasks wanted per environment; at most tasks_per_env * attempts_per_task instantiations are tried.
-    backend: "offline" (template requests) or "openai" (the LLM rewrites each request; checked for leaks).
-    test_fraction: share of tasks held out for evaluation (the split comes from each task id's hash).
-    from_batch: only the DAGs this factory batch's sample stage stored (the factory sets it); None = every stored DAG.
-    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
-    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
-    """
-    check_flow_inputs(seed=seed, tasks_per_env=tasks_per_env, max_envs=max_envs, attempts_per_task=attempts_per_task,
-                      test_fraction=test_fraction)
+@model_flow(stage.GenerateParams, exclude={"env_ids"})
+def generate_flow(params: stage.GenerateParams, warehouse: str | None, batch_id: str | None, task_runner: str | None,
+                  dask_address: str | None) -> dict:
+    """Instantiate each environment's DAGs into tasks with a gold final state."""
+    check_flow_inputs(params)
     runner_kind, address = choose_runner(task_runner, dask_address)
-    params = stage.GenerateParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
-                                  attempts_per_task=attempts_per_task, test_fraction=test_fraction, from_batch=from_batch)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
     with stage_runner(runner_kind, address) as runner:

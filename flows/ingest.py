@@ -13,6 +13,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from flows._common import check_flow_inputs, choose_runner, stage_runner
+from flows._params import model_flow
 
 from autoforge.pipeline import ingest as stage
 from autoforge.tooldocs import IngestResult
@@ -30,27 +31,13 @@ def persist_task(result: IngestResult, run: Run, warehouse: str | None) -> dict[
 
 
 @flow(name="ingest-tool-docs", flow_run_name="ingest-bundled{bundled}", log_prints=True)
-def ingest_flow(
-    paths: list[str] | None = None,
-    bundled: bool = False,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
-    task_runner: str | None = None,
-    dask_address: str | None = None,
-) -> dict:
-    """Ingest tool documentation into the warehouse.
-
-    paths: files or folders of tool docs (a folder = one tool set; a folder of folders = one per subfolder).
-    bundled: also ingest the corpus shipped with the package (10+ domains).
-    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
-    batch_id: the factory batch this run belongs to (lineage); None when run on its own.
-    task_runner: thread | process | dask for the parse task; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
-    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
-    """
-    check_flow_inputs()
+@model_flow(stage.IngestParams)
+def ingest_flow(params: stage.IngestParams, warehouse: str | None, batch_id: str | None, task_runner: str | None,
+                dask_address: str | None) -> dict:
+    """Ingest tool documentation into the warehouse (parsing runs as one task on the run's task runner)."""
+    check_flow_inputs(params)
     runner_kind, address = choose_runner(task_runner, dask_address)
     logger = get_run_logger()
-    params = stage.IngestParams(paths=paths or [], bundled=bundled)
     params.all_paths()  # nothing to ingest: fail before any work
     run = params.run_row(batch_id)
     with stage_runner(runner_kind, address) as runner:  # one task: parsing, on the run's runner

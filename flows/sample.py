@@ -13,6 +13,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, persist_stage, stage_runner, unpack
+from flows._params import model_flow
 
 from autoforge.dags.sample import SampleResult, sample_counts
 from autoforge.pipeline import sample as stage
@@ -27,41 +28,12 @@ def sample_task(env: EnvironmentRecord, tools: list[ToolCode], params: stage.Sam
 
 
 @flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True)
-def sample_flow(
-    env: str | None = None,
-    seed: int = 0,
-    tasks_per_env: int = 120,
-    backend: str = "offline",
-    max_envs: int | None = None,
-    walks: int | None = None,
-    merges: int | None = None,
-    min_len: int = 2,
-    max_len: int = 5,
-    start: str = "auto",
-    dag_variants: int = 2,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
-    task_runner: str | None = None,
-    dask_address: str | None = None,
-) -> dict:
-    """Build each environment's tool graph, sample walks, merge pairs and turn them into DAGs.
-
-    env: only this environment (by name); None = all usable ones.
-    seed: random seed of the walks, merges and reasoning choices (same seed -> same rows).
-    tasks_per_env: the task target downstream; walks and merges default to max(40, 2 * tasks_per_env // 3) each.
-    backend: "offline" (name/type binding) or "openai" (the LLM judges candidate edges).
-    min_len / max_len: walk lengths, in tool calls (paper Sec. 3.2).
-    start: auto (lookup, else any read, else any tool with no required id) | lookup | read | entry | any.
-    dag_variants: DAGs per sequence (different reasoning choices).
-    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
-    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
-    """
-    check_flow_inputs(seed=seed, tasks_per_env=tasks_per_env, max_envs=max_envs, walks=walks, merges=merges,
-                      min_len=min_len, max_len=max_len, dag_variants=dag_variants)
+@model_flow(stage.SampleParams, exclude={"env_ids"})
+def sample_flow(params: stage.SampleParams, warehouse: str | None, batch_id: str | None, task_runner: str | None,
+                dask_address: str | None) -> dict:
+    """Build each environment's tool graph, sample walks, merge pairs and turn them into DAGs."""
+    check_flow_inputs(params)
     runner_kind, address = choose_runner(task_runner, dask_address)
-    params = stage.SampleParams(env=env, seed=seed, tasks_per_env=tasks_per_env, backend=backend, max_envs=max_envs,
-                                walks=walks, merges=merges, min_len=min_len, max_len=max_len, start=start,
-                                dag_variants=dag_variants)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
     with stage_runner(runner_kind, address) as runner:

@@ -16,6 +16,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, stage_runner, unpack
+from flows._params import model_flow
 
 from autoforge.envs.synthesis import SynthesisResult, acceptance_table
 from autoforge.pipeline import synthesize as stage
@@ -35,35 +36,19 @@ def persist_synthesis(results: list[SynthesisResult], run: Run, warehouse: str |
 
 
 @flow(name="synthesize-environments", flow_run_name="synthesize-{backend}-env-{env}", log_prints=True)
-def synthesize_flow(
-    env: str | None = None,
-    backend: str = "offline",
-    max_envs: int | None = None,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
-    task_runner: str | None = None,
-    dask_address: str | None = None,
-) -> dict:
-    """Synthesize an executable environment for every tool set in the warehouse.
-
-    env: only this tool set (by name); None = all.
-    backend: "offline" (templates, no network) or "openai" (LLM code with bounded repair; AUTOFORGE_OPENAI_*).
-    max_envs: at most this many tool sets (a limit for quick runs).
-    warehouse: DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb).
-    batch_id: the factory batch this run belongs to (lineage); None when run on its own.
-    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
-    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
-    """
-    check_flow_inputs(max_envs=max_envs)
+@model_flow(stage.SynthesizeParams)
+def synthesize_flow(params: stage.SynthesizeParams, warehouse: str | None, batch_id: str | None,
+                    task_runner: str | None, dask_address: str | None) -> dict:
+    """Synthesize an executable environment for every tool set in the warehouse."""
+    check_flow_inputs(params)
     runner_kind, address = choose_runner(task_runner, dask_address)
     logger = get_run_logger()
-    params = stage.SynthesizeParams(env=env, backend=backend, max_envs=max_envs)
     todo = stage.load(warehouse, params)
     run = params.run_row(batch_id)
-    cache = stage.load_cache(warehouse, backend)
+    cache = stage.load_cache(warehouse, params.backend)
     with stage_runner(runner_kind, address) as runner:
         results: list[SynthesisResult] = fan_out(runner, synthesize_task, [
-            {"toolset": ts, "specs": Packed(specs), "backend": backend, "run_id": run.run_id, "cache": Packed(cache)}
+            {"toolset": ts, "specs": Packed(specs), "backend": params.backend, "run_id": run.run_id, "cache": Packed(cache)}
             for ts, specs in todo], [f"environment {ts.name}" for ts, _ in todo])
     run, written, kept = persist_synthesis(quote(results), run, warehouse, failed=len(results) < len(todo))
     for why in kept.values():
@@ -74,6 +59,6 @@ def synthesize_flow(
     create_table_artifact(
         key="synthesize-environments",
         table=table or [{"environment": "(none)", "status": "-", "tools": 0, "accepted": 0, "acceptance": "-", "rejected": "-"}],
-        description=f"Environments synthesized by run {run.run_id} ({backend})",
+        description=f"Environments synthesized by run {run.run_id} ({params.backend})",
     )
     return stage.summary(results, run, written, kept)

@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import quote  # large record lists: Prefect need not walk them for futures
 
 from flows._common import Packed, check_flow_inputs, choose_runner, fan_out, persist_stage, stage_runner, unpack
+from flows._params import model_flow
 
 from autoforge.pipeline import verify as stage
 from autoforge.pipeline.common import finish
@@ -29,23 +30,12 @@ def verify_task(env: EnvironmentRecord, inp: stage.VerifyInputs, run_id: str) ->
 
 
 @flow(name="verify-tasks", flow_run_name="verify-env-{env}", log_prints=True)
-def verify_flow(
-    env: str | None = None,
-    max_envs: int | None = None,
-    recheck: bool = False,
-    warehouse: str | None = None,
-    batch_id: str | None = None,
-    task_runner: str | None = None,
-    dask_address: str | None = None,
-) -> dict:
-    """Run every check on the tasks still 'generated' (all tasks with recheck) and mark them verified or rejected.
-
-    task_runner: thread | process | dask; None = AUTOFORGE_TASK_RUNNER, else thread (flows/_common.py).
-    dask_address: the Dask scheduler (tcp://host:8786) of the dask runner; None = AUTOFORGE_DASK_ADDRESS, else a local cluster.
-    """
-    check_flow_inputs(max_envs=max_envs)
+@model_flow(stage.VerifyParams, exclude={"env_ids"})
+def verify_flow(params: stage.VerifyParams, warehouse: str | None, batch_id: str | None, task_runner: str | None,
+                dask_address: str | None) -> dict:
+    """Run every check on the tasks still 'generated' (all tasks with recheck) and mark them verified or rejected."""
+    check_flow_inputs(params)
     runner_kind, address = choose_runner(task_runner, dask_address)
-    params = stage.VerifyParams(env=env, max_envs=max_envs, recheck=recheck)
     run = params.run_row(batch_id)
     inp = stage.load(warehouse, params)
     todo = inp.todo()

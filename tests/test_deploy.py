@@ -69,7 +69,8 @@ def test_deploy_all_registers_every_deployment_with_pool_and_schedule(server, de
     factory = by_name["factory"]
     crons = [(s["schedule"]["cron"], s["active"]) for s in factory["schedules"]]
     assert crons == [("0 2 * * *", True)]
-    assert factory["parameters"]["tasks_per_env"] == 110 and factory["parameters"]["bundled"] is True
+    schema = factory["parameter_openapi_schema"]["properties"]  # defaults from FactoryParams (flows/_params.py)
+    assert schema["tasks_per_env"]["default"] == 110 and schema["bundled"]["default"] is True
     assert factory["global_concurrency_limit"]["limit"] == 1  # one factory batch at a time
     assert {"backend", "tasks_per_env", "seed", "env", "max_envs", "warehouse"} <= set(
         factory["parameter_openapi_schema"]["properties"])

@@ -272,14 +272,17 @@ def test_overrides_read_typed_in_strings_as_the_field_type():
 
 
 def test_flows_check_settings_and_parameters(monkeypatch):
+    from autoforge.pipeline import GenerateParams, SampleParams
     from flows._common import check_flow_inputs, stage_task_runner
 
-    check_flow_inputs(seed=0, tasks_per_env=10, min_len=2, max_len=5, max_envs=None, test_fraction=0.2)
-    for bad, says in (({"tasks_per_env": 0}, "tasks_per_env must be a positive"), ({"seed": -1}, "seed must be >= 0"),
-                      ({"test_fraction": 1.5}, "test_fraction"), ({"dag_variants": 0}, "dag_variants"),
-                      ({"min_len": 6, "max_len": 2}, "min_len <= max_len")):
+    check_flow_inputs(SampleParams(seed=0, tasks_per_env=10, min_len=2, max_len=5, max_envs=None))
+    check_flow_inputs(GenerateParams(test_fraction=0.2))
+    for bad, says in ((SampleParams(tasks_per_env=0), "tasks_per_env must be a positive"),
+                      (SampleParams(seed=-1), "seed must be >= 0"), (GenerateParams(test_fraction=1.5), "test_fraction"),
+                      (SampleParams(dag_variants=0), "dag_variants"),
+                      (SampleParams(min_len=6, max_len=2), "min_len <= max_len")):
         with pytest.raises(ConfigError, match=says):
-            check_flow_inputs(**bad)
+            check_flow_inputs(bad)
     monkeypatch.setenv("AUTOFORGE_STAGE_WORKERS", "0")
     with pytest.raises(ConfigError, match="AUTOFORGE_STAGE_WORKERS"):
         stage_task_runner()

@@ -14,10 +14,12 @@ from typing import Any, Iterable, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.errors import ConfigError
+from autoforge.settings import BACKENDS
 from autoforge.types import EnvironmentRecord, Run, ToolCode, utcnow
-from autoforge.warehouse import query, read_records, table_exists, write_records
+from autoforge.pipeline.corpus import accepted_tools, ids_clause
+from autoforge.warehouse import read_records, table_exists, write_records
 
-BACKENDS = ("offline", "openai")
+TASKS_PER_ENV = 110  # candidate tasks per environment: the one default of FactoryParams, SampleParams, GenerateParams
 
 
 class StageParams(BaseModel):
@@ -36,6 +38,11 @@ class EnvSelection(StageParams):
     def selection(self) -> dict[str, Any]:
         """The selection as it is recorded in the run row."""
         return {"env": self.env, "env_ids": sorted(self.env_ids), "max_envs": self.max_envs}
+
+
+def given(**fields: Any) -> dict[str, Any]:
+    """The fields a caller set (None: leave the params model's default), for the ``run_*`` shortcuts."""
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 class HasRecords(Protocol):
@@ -63,15 +70,6 @@ def client_for(backend: str | None) -> Any:
     return get_client(backend=backend, recorder=MemoryRecorder())
 
 
-def ids_clause(column: str, ids: Iterable[str] | None) -> tuple[str | None, dict]:
-    """``column IN (:i0, :i1, ...)`` with its parameters; (None, {}) for no ids."""
-    ids = sorted(set(ids or []))
-    if not ids:
-        return None, {}
-    names = [f"i{k}" for k in range(len(ids))]
-    return f"{column} IN ({', '.join(':' + n for n in names)})", dict(zip(names, ids))
-
-
 def by_env(items: Iterable[Any]) -> dict[str, list[Any]]:
     """Records grouped by their ``env_id``."""
     out: dict[str, list[Any]] = {}
@@ -95,13 +93,4 @@ def load_environments(warehouse: str | None, sel: EnvSelection) -> tuple[list[En
         raise ConfigError(f"no usable environment named {sel.env!r}; environments in the warehouse: {names or 'none'}")
     if sel.max_envs is not None:
         envs = envs[:sel.max_envs]
-    twhere, tparams = ids_clause("env_id", [e.env_id for e in envs])
-    tools = read_records(warehouse, ToolCode, " AND ".join(x for x in [twhere, "status = 'accepted'"] if x), tparams) if envs else []
-    return envs, tools
-
-
-def funnel_rows(warehouse: str | None) -> list[dict]:
-    """The factory's yield per stage (``v_stage_funnel``), for summaries and artifacts."""
-    if not table_exists(warehouse, "v_stage_funnel"):
-        return []
-    return query(warehouse, "SELECT * FROM v_stage_funnel", read_only_check=False)
+    return envs, accepted_tools(warehouse, [e.env_id for e in envs])

@@ -18,7 +18,8 @@ from pydantic import Field
 from autoforge.dags.sequences import START_RULES
 from autoforge.errors import ConfigError
 from autoforge.pipeline import generate, ingest, sample, synthesize, verify
-from autoforge.pipeline.common import BACKENDS, StageParams, client_for, funnel_rows
+from autoforge.pipeline.common import BACKENDS, TASKS_PER_ENV, StageParams, client_for
+from autoforge.pipeline.corpus import funnel_rows
 from autoforge.types import content_id
 from autoforge.warehouse import query
 
@@ -29,7 +30,7 @@ class FactoryParams(StageParams):
     """Parameters of one factory batch (the same fields as the ``factory`` flow's parameters)."""
 
     backend: str = Field("offline", description='"offline" (rules, no network) or "openai" (AUTOFORGE_OPENAI_*)')
-    tasks_per_env: int = Field(110, description="candidate tasks generated per environment before verification")
+    tasks_per_env: int = Field(TASKS_PER_ENV, description="candidate tasks generated per environment before verification")
     seed: int = Field(0, description="random seed of walks, merges and instantiation; same seed -> same batch")
     env: str | None = Field(None, description="only this environment (tool-set name); None = all")
     paths: list[str] = Field(default_factory=list, description="tool docs to ingest (files or folders)")

@@ -13,7 +13,8 @@ from typing import Any
 from pydantic import Field
 
 from autoforge.envs.interface import EnvFactory
-from autoforge.pipeline.common import EnvSelection, by_env, client_for, finish, ids_clause, load_environments, persist
+from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, client_for, finish, given, ids_clause,
+                                       load_environments, persist)
 from autoforge.tasks.generate import TEST_FRACTION, StageResult, generate_env, stage_counts
 from autoforge.types import EnvironmentRecord, Run, TaskDag, ToolCode
 from autoforge.warehouse import query, read_records
@@ -25,7 +26,7 @@ class GenerateParams(EnvSelection):
     """Parameters of stage 4 (flow ``generate-tasks``, the CLI's factory, the library path)."""
 
     seed: int = Field(0, description="random seed of instantiation (same seed -> same tasks)")
-    tasks_per_env: int = Field(120, description="tasks wanted per environment")
+    tasks_per_env: int = Field(TASKS_PER_ENV, description="tasks wanted per environment")
     attempts_per_task: int = Field(4, description="at most tasks_per_env * attempts_per_task instantiations are tried")
     test_fraction: float = Field(TEST_FRACTION, description="share of tasks held out (split from the task id's hash)")
     backend: str = Field("offline", description='"offline" (template requests) or "openai" (the LLM rewrites each request)')
@@ -102,7 +103,8 @@ def run(warehouse: str | None, params: GenerateParams | None = None, *, batch_id
     return counts
 
 
-def run_generate(warehouse: str | None, seed: int = 0, *, batch_id: str | None = None, client: Any = None,
+def run_generate(warehouse: str | None, seed: int | None = None, *, batch_id: str | None = None, client: Any = None,
                  env_factory: EnvFactory | None = None, **fields: Any) -> dict[str, Any]:
-    """Stage 4 over the warehouse (``fields``: any of :class:`GenerateParams`)."""
-    return run(warehouse, GenerateParams(seed=seed, **fields), batch_id=batch_id, client=client, env_factory=env_factory)
+    """Stage 4 over the warehouse (``fields``: any of :class:`GenerateParams`; None: its default)."""
+    return run(warehouse, GenerateParams(**given(seed=seed), **fields), batch_id=batch_id, client=client,
+               env_factory=env_factory)

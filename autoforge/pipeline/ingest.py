@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from autoforge.errors import ConfigError
-from autoforge.pipeline.common import StageParams
+from autoforge.pipeline.common import StageParams, given
 from autoforge.tooldocs.ingest import IngestResult, bundled_corpus_path, ingest_paths
 from autoforge.types import Run
 from autoforge.warehouse import write_records
@@ -91,7 +91,8 @@ def run(warehouse: str | None, params: IngestParams | None = None, *, batch_id: 
     return summary(row, result)
 
 
-def run_ingest(warehouse: str | None, paths: list[str | Path] | None = None, bundled: bool = False,
+def run_ingest(warehouse: str | None, paths: list[str | Path] | None = None, bundled: bool | None = None,
                batch_id: str | None = None) -> dict[str, Any]:
-    """Ingest tool documentation (``paths`` and/or the bundled corpus) into the warehouse."""
-    return run(warehouse, IngestParams(paths=[str(p) for p in paths or []], bundled=bundled), batch_id=batch_id)
+    """Ingest tool documentation (``paths`` and/or the bundled corpus) into the warehouse (None: the
+    :class:`IngestParams` default)."""
+    return run(warehouse, IngestParams(paths=[str(p) for p in paths or []], **given(bundled=bundled)), batch_id=batch_id)

@@ -15,7 +15,8 @@ from pydantic import Field
 
 from autoforge.dags.sample import SampleResult, sample_counts, sample_env
 from autoforge.dags.sequences import StartRule
-from autoforge.pipeline.common import EnvSelection, by_env, client_for, finish, load_environments, persist
+from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, client_for, finish, given, load_environments,
+                                       persist)
 from autoforge.types import EnvironmentRecord, Run, ToolCode
 
 STAGE = "sample"
@@ -34,7 +35,7 @@ class SampleParams(EnvSelection):
     """Parameters of stage 3 (flow ``sample-tool-sequences``, the CLI's factory, the library path)."""
 
     seed: int = Field(0, description="random seed of the walks, merges and reasoning choices (same seed -> same rows)")
-    tasks_per_env: int = Field(120, description="the task target downstream; sets the default walks and merges")
+    tasks_per_env: int = Field(TASKS_PER_ENV, description="the task target downstream; sets the default walks and merges")
     walks: int | None = Field(None, description="random walks per environment (None: walks_for(tasks_per_env))")
     merges: int | None = Field(None, description="merged pairs of walks per environment (None: as many as walks)")
     min_len: int = Field(2, description="shortest walk, in tool calls")
@@ -93,7 +94,7 @@ def run(warehouse: str | None, params: SampleParams | None = None, *, batch_id: 
     return counts
 
 
-def run_sample(warehouse: str | None, seed: int = 0, *, batch_id: str | None = None, client: Any = None,
+def run_sample(warehouse: str | None, seed: int | None = None, *, batch_id: str | None = None, client: Any = None,
                **fields: Any) -> dict[str, Any]:
-    """Stage 3 over the warehouse (``fields``: any of :class:`SampleParams`)."""
-    return run(warehouse, SampleParams(seed=seed, **fields), batch_id=batch_id, client=client)
+    """Stage 3 over the warehouse (``fields``: any of :class:`SampleParams`; None: its default)."""
+    return run(warehouse, SampleParams(**given(seed=seed), **fields), batch_id=batch_id, client=client)

@@ -50,7 +50,7 @@ from autoforge.envs.synthesis import (
 from autoforge.errors import ConfigError
 from autoforge.llm.messages import clip
 from autoforge.llm.record import MemoryRecorder, stamped
-from autoforge.pipeline.common import StageParams, ids_clause, persist
+from autoforge.pipeline.common import StageParams, given, ids_clause, persist
 from autoforge.types import EnvironmentRecord, LLMCall, Run, ToolSet, ToolSpec
 from autoforge.warehouse import query, read_records, table_exists
 
@@ -237,10 +237,12 @@ def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_
     return summary(results, row, written, kept)
 
 
-def run_synthesis(warehouse: str | None, env: str | None = None, backend: str = "offline", *,
+def run_synthesis(warehouse: str | None, env: str | None = None, backend: str | None = None, *,
                   batch_id: str | None = None, max_envs: int | None = None, settings: Any = None) -> dict[str, Any]:
-    """Synthesize environments for the tool sets in the warehouse and store the results."""
-    return run(warehouse, SynthesizeParams(env=env, backend=backend, max_envs=max_envs), batch_id=batch_id, settings=settings)
+    """Synthesize environments for the tool sets in the warehouse and store the results (None: the
+    :class:`SynthesizeParams` default)."""
+    return run(warehouse, SynthesizeParams(**given(env=env, backend=backend, max_envs=max_envs)), batch_id=batch_id,
+               settings=settings)
 
 
 def environment_checks(warehouse: str | None, env_ids: list[str] | None = None) -> list[dict[str, Any]]:
