@@ -7,9 +7,9 @@ import pytest
 
 from autoforge.dags.answers import answer_candidates
 from autoforge.domain.operands import unit_params
-from autoforge.envs.compute import compute_draft
+from autoforge.envs.code.base import ToolDraft
+from autoforge.envs.code.compute import compute_draft
 from autoforge.envs.runtime import Environment
-from autoforge.envs.templates import ToolDraft
 from autoforge.rollout.reward import score
 from autoforge.tasks.answers import answer_given_away, answer_match, numbers_in
 from autoforge.types import GoldAnswer, Task, ToolCode, ToolSpec, state_hash

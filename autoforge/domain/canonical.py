@@ -1,6 +1,6 @@
 """A canonical view of a tool set's docs for the offline backend: snake_case names, ids as ``<entity>_id``.
 
-The offline rules (:mod:`autoforge.domain.state`, the code templates of :mod:`autoforge.envs`) read
+The offline rules (:mod:`autoforge.domain.state`, the code templates of :mod:`autoforge.envs.code`) read
 entities from names shaped like ``order_id``. Real docs name the same things ``orderId``,
 ``assetTag`` (pattern ``^AT\\d{5}$``), ``employeeNumber``, ``customer`` (pattern ``^C-\\d{5}$``),
 ``heldBy`` or ``trackingNumber``. Paper (arXiv 2512.22857, Sec. 3.1) leaves reading docs to an

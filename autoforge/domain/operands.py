@@ -1,6 +1,6 @@
 """Operands: what a computation tool's parameters mean (which numbers, in which order, which units).
 
-Read by the computing code of :mod:`autoforge.envs.compute`, by DAG sampling (the operands a
+Read by the computing code of :mod:`autoforge.envs.code.compute`, by DAG sampling (the operands a
 reasoning step feeds, :func:`operand_order`) and by answer tasks (:mod:`autoforge.tasks.answers`:
 units a person says, the precision parameter, a tool's own description).
 """

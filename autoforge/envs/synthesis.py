@@ -5,7 +5,7 @@ then Python code for every tool; code is validated and, with an LLM, repaired a 
 number of times. Two backends, one set of checks (:mod:`autoforge.envs.checks`):
 
 * **offline** (default): :func:`~autoforge.domain.state.offline_state_schema` and
-  the templates of :mod:`autoforge.envs.templates`;
+  the templates of :mod:`autoforge.envs.code`;
 * **LLM** (``client.is_offline`` false): the ``state_schema`` and ``tool_code`` prompts of
   :mod:`autoforge.envs.prompts`, answered as pydantic models; a rejected tool goes back with
   its failure (``tool_repair``) at most ``settings.llm_max_repairs`` times. Every failed
@@ -52,8 +52,8 @@ from autoforge.domain.entities import plan_tools
 from autoforge.domain.state import offline_state_schema
 from autoforge.envs import pynames
 from autoforge.envs.rule_engine import probe_argument_rules, probe_rules, rule_counts, tool_rules
-from autoforge.envs.compute import compute_draft
-from autoforge.envs.templates import offline_tool_code
+from autoforge.envs.code.compute import compute_draft
+from autoforge.envs.code.offline import offline_tool_code
 from autoforge.tooldocs.schema import props
 from autoforge.errors import ConfigError, LLMError
 from autoforge.llm.messages import clip, json_depth

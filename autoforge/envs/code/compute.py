@@ -18,13 +18,12 @@ real code for anything (this is the offline backend's stand-in, deterministic an
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.envs import pynames
 from autoforge.domain.operands import UNIT_NAMES, UNITS, operands, order_operands, own_description, schema_type, unit_params
+from autoforge.envs import pynames
+from autoforge.envs.code.base import ToolDraft, func_name
 from autoforge.envs.rule_engine import argument_checks
-from autoforge.envs.templates import ToolDraft, func_name
 from autoforge.types import ToolSpec
 
 
