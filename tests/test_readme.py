@@ -198,3 +198,19 @@ def test_the_layout_map_names_every_room_and_only_files_that_exist():
                 missing.append(name)
     missing += [r for r in rooms if not (pkg / r).is_dir()]
     assert not missing, f"docs/layout.md names files that do not exist: {missing}"
+
+
+ROOMS = "autoforge|flows|tests|benchmarks|envs|dags|tasks|tooldocs|rl|rollout|pipeline|warehouse|integrations|llm|domain|sql"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_paths_named_in_the_docs_exist(doc):
+    """`envs/code/compute.py`, `autoforge/sql/081_tasks_keys.sql`: a module moved leaves no stale name."""
+    stale = []
+    for name in sorted(set(re.findall(rf"(?<![\w/.])((?:{ROOMS})/[\w/-]*\w\.(?:py|sql))", doc.read_text()))):
+        here = [ROOT / name, ROOT / "autoforge" / name]
+        if "NNN_" in name:  # the migrations' naming pattern, not a file
+            continue
+        if not any(p.exists() for p in here):
+            stale.append(name)
+    assert not stale, f"{doc.relative_to(ROOT)} names files that do not exist: {stale}"
