@@ -9,11 +9,12 @@ duplicating.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 
 # --------------------------------------------------------------------------- helpers
@@ -92,6 +93,22 @@ def state_hash_like(state: dict, reference: str | None) -> str:
     return state_hash(state)
 
 
+def registered(module: str, registry: str, what: str) -> AfterValidator:
+    """A ``str`` field's check against an explicit registry (a dict keyed by name): an unknown name is
+    refused with the valid ones. The registry's module is imported on first use (it imports the
+    stage code that imports this module); the warehouse stores the name as a plain string."""
+    names: list[dict] = []
+
+    def check(value: str) -> str:
+        if not names:
+            names.append(getattr(importlib.import_module(module), registry))
+        if value not in names[0]:
+            raise ValueError(f"unknown {what} {value!r}; valid: {', '.join(names[0])} ({module}.{registry})")
+        return value
+
+    return AfterValidator(check)
+
+
 def utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
 
@@ -133,7 +150,7 @@ class Run(Record):
 # --------------------------------------------------------------------------- stage 1: ingest
 
 
-DocFormat = Literal["openai", "mcp", "openapi", "markdown"]
+DocFormat = Annotated[str, registered("autoforge.tooldocs.formats", "DOC_FORMATS", "doc format")]
 
 
 class ToolDoc(Record):

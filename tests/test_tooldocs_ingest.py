@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autoforge.tooldocs import NEEDS_LLM_MESSAGE, bundled_corpus_path, ingest_bundled, ingest_paths
+from autoforge.tooldocs import DOC_FORMATS, bundled_corpus_path, ingest_bundled, ingest_paths
 from autoforge.tooldocs.ingest import error_category
 from autoforge.types import ToolDoc, ToolSet, ToolSpec
 
@@ -101,7 +101,7 @@ def test_markdown_doc_is_stored_as_needs_llm(tmp_path):
     md = write(tmp_path / "events" / "tools.md", "# Tools\n\n## buy_tickets\nBuy tickets.\n")
     result = ingest_paths([md.parent])
     [doc] = result.docs
-    assert doc.status == "needs_llm" and doc.format == "markdown" and NEEDS_LLM_MESSAGE in doc.error
+    assert doc.status == "needs_llm" and doc.format == "markdown" and DOC_FORMATS["markdown"].needs_llm in doc.error
     assert result.toolsets == [] and result.needs_llm == [str(md)] and result.ok
 
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from autoforge.errors import ToolDocError
-from autoforge.tooldocs import detect_format, parse_document, parse_markdown_with_llm
+from autoforge.tooldocs import DOC_FORMATS, detect_format, doc_format, parse_document
 from autoforge.tooldocs.effects import infer_effect, verb_effect
 from autoforge.tooldocs.openapi import derive_name
 
@@ -290,11 +290,23 @@ def test_openapi_errors():
 # --------------------------------------------------------------------------- Markdown
 
 
-def test_markdown_needs_llm_and_hook_raises():
+def test_markdown_needs_llm():
     parsed = parse_document("# Tools\n\n## get_order\nGet an order.", "tools.md")
     assert parsed.format == "markdown" and parsed.tools == []
-    with pytest.raises(ToolDocError, match="LLM"):
-        parse_markdown_with_llm("# x", "tools.md", client=None)
+    assert "LLM backend" in DOC_FORMATS["markdown"].needs_llm
+
+
+# --------------------------------------------------------------------------- the format registry
+
+
+def test_format_registry_is_what_parse_and_ingest_read():
+    assert list(DOC_FORMATS) == ["openapi", "mcp", "openai", "markdown"]  # detection order, then prose
+    for fmt in DOC_FORMATS.values():  # structured: recognised and parsed from the value; prose: by suffix, no parser
+        assert (fmt.looks_like is None) == (fmt.parse is None) == bool(fmt.suffixes) == bool(fmt.needs_llm), fmt.name
+    with pytest.raises(ToolDocError, match="valid formats: openapi, mcp, openai, markdown"):
+        doc_format("graphql")
+    with pytest.raises(ToolDocError, match="unknown format 'graphql'"):
+        parse_document("{}", "x.json", format="graphql")
 
 
 # --------------------------------------------------------------------------- errors: file, location, reason

@@ -47,6 +47,32 @@ def test_older_schema_is_upgraded_in_place(tmp_path):
     assert query(wh, "SELECT count(*) AS n FROM tasks")[0]["n"] == 0
 
 
+def test_082_drops_the_vocabulary_checks_and_keeps_the_rows(tmp_path):
+    """An 081 warehouse upgraded in place: tool_docs and tool_rules keep their rows, the tables take a
+    format or rule kind the CHECK lists did not name (the Python registries refuse unknown ones), and
+    the lifecycle CHECKs stay."""
+    old_dir = tmp_path / "sql_081"
+    old_dir.mkdir()
+    for m in discover():
+        if m.version <= 81:
+            (old_dir / m.name).write_text(m.text)
+    wh = str(tmp_path / "w.duckdb")
+    apply_migrations(wh, old_dir)
+    doc = T.ToolDoc(doc_id="d1", toolset="s", path="p", content="{}", status="accepted", format="openai", n_tools=1)
+    rule = T.ToolRule(rule_id="r1", env_id="e", tool_id="t", tool="get_x", kind="constraint", text="min 1",
+                      values=[1], enforcement="code", probe="passed")
+    write_records(wh, [doc, rule], migrate=False)
+    assert apply_migrations(wh)["applied"] == ["082_vocabulary_checks.sql"]
+    assert read_records(wh, T.ToolDoc) == [doc] and read_records(wh, T.ToolRule) == [rule]
+    write_records(wh, [doc.model_copy(update={"doc_id": "d2", "format": "graphql"}),
+                       rule.model_copy(update={"rule_id": "r2", "kind": "rate_limit"})], migrate=False)
+    assert query(wh, "SELECT count(*) AS n FROM tool_docs")[0]["n"] == 2
+    with pytest.raises(WarehouseError):
+        write_records(wh, [doc.model_copy(update={"doc_id": "d3", "status": "not-a-status"})], migrate=False)
+    with pytest.raises(ValueError, match="openapi"):
+        T.ToolDoc(doc_id="d4", toolset="s", path="p", content="", status="accepted", format="graphql")
+
+
 def test_every_stored_model_matches_its_table(warehouse):
     """Each model's fields are exactly the table's columns (the contract between types.py and sql/)."""
     from autoforge.warehouse.store import DERIVED_COLUMNS, TABLES
@@ -84,7 +110,7 @@ def test_upsert_never_duplicates_and_roundtrips(warehouse):
 def test_a_failing_batch_keeps_nothing_and_earlier_rows_stay(warehouse):
     write_records(warehouse, [_spec(1)])
     bad = T.ToolDoc(doc_id="d", toolset="s", path="p", content="", status="accepted", format="openai")
-    bad_row = bad.model_copy(update={"format": "not-a-format"})  # violates the CHECK constraint
+    bad_row = bad.model_copy(update={"status": "not-a-status"})  # violates the CHECK constraint
     with pytest.raises(WarehouseError):
         write_records(warehouse, [_spec(2), bad_row])
     names = [r["name"] for r in query(warehouse, "SELECT name FROM tool_specs ORDER BY name")]

@@ -14,21 +14,21 @@ Every parser raises only :class:`autoforge.errors.ToolDocError`.
 from autoforge.tooldocs.base import ParsedDocument, ParsedTool
 from autoforge.tooldocs.effects import infer_effect, verb_effect
 from autoforge.tooldocs.ingest import IngestResult, bundled_corpus_path, ingest_bundled, ingest_paths
-from autoforge.tooldocs.markdown import NEEDS_LLM_MESSAGE, parse_markdown_with_llm
+from autoforge.tooldocs.formats import DOC_FORMATS, doc_format
 from autoforge.tooldocs.parse import detect_format, parse_document, parse_file
 
 __all__ = [
     "IngestResult",
-    "NEEDS_LLM_MESSAGE",
+    "DOC_FORMATS",
     "ParsedDocument",
     "ParsedTool",
     "bundled_corpus_path",
     "detect_format",
+    "doc_format",
     "infer_effect",
     "ingest_bundled",
     "ingest_paths",
     "parse_document",
     "parse_file",
-    "parse_markdown_with_llm",
     "verb_effect",
 ]

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.errors import ToolDocError
 from autoforge.tooldocs.effects import classify_toolset
-from autoforge.tooldocs.markdown import NEEDS_LLM_MESSAGE
+from autoforge.tooldocs.formats import DOC_FORMATS
 from autoforge.tooldocs.parse import parse_document
 from autoforge.tooldocs.source import SUPPORTED_SUFFIXES, read_bytes, read_text
 from autoforge.types import Record, Rejection, ToolDoc, ToolSet, ToolSpec, content_id
@@ -383,8 +383,9 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
             result.docs.append(_doc(group.name, path, None, content, "rejected", error, 0, run_id))
             continue
 
-        if parsed.format == "markdown":
-            doc = _doc(group.name, path, "markdown", content, "needs_llm", f"{path}: {NEEDS_LLM_MESSAGE}", 0, run_id)
+        needs_llm = DOC_FORMATS[parsed.format].needs_llm
+        if needs_llm:  # prose: no offline parser
+            doc = _doc(group.name, path, parsed.format, content, "needs_llm", f"{path}: {needs_llm}", 0, run_id)
             result.docs.append(doc)
             result.needs_llm.append(path)
             continue
