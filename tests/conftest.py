@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Prefect: telemetry off, generous ephemeral-server start timeout (shared, loaded machines).
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -32,3 +36,36 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+# A test run leaves nothing in the work tree: every file a test writes goes under tmp_path. The
+# files git does not track (ignored ones too) are listed before and after the session; anything
+# new, outside the usual caches, fails the run with the list of paths. Source files (.py, .md, .sql)
+# are not test output: someone writing code beside a running suite must not fail it.
+_CACHES = (".venv/", "venv/", ".pytest_cache/", ".hypothesis/", "__pycache__/", ".egg-info/")
+_SOURCE = (".pyc", ".py", ".md", ".sql")
+
+
+def _untracked() -> set[str] | None:
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--ignored", "--untracked-files=all"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None  # not a git checkout (an sdist, say): nothing to compare
+    paths = {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!")}
+    return {p for p in paths if not any(c in p or p.startswith(c) for c in _CACHES) and not p.endswith(_SOURCE)}
+
+
+def pytest_sessionstart(session):
+    session.config._untracked_before = _untracked()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = getattr(session.config, "_untracked_before", None)
+    after = _untracked()
+    if before is None or after is None or hasattr(session.config, "workerinput"):
+        return
+    left = sorted(after - before)
+    if left:
+        print("\n\nthe tests left files in the work tree (write them under tmp_path):\n  " + "\n  ".join(left[:20]))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

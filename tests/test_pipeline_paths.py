@@ -28,7 +28,7 @@ def snapshot(wh: str) -> dict[str, list[tuple]]:
     return out
 
 
-@pytest.mark.parametrize("tasks_per_env", [20, 300])
+@pytest.mark.parametrize("tasks_per_env", [20, pytest.param(300, marks=pytest.mark.slow)])
 def test_flow_and_library_store_the_same_rows(prefect_harness, tmp_path, tasks_per_env):
     from flows.factory import factory_flow
 

@@ -34,6 +34,7 @@ BATCH = dict(max_envs=2, tasks_per_env=10, seed=0)  # airline, banking
 OTHER = dict(env="car_rental", tasks_per_env=10, seed=0)  # another batch, another environment
 TABLES = ["runs", "tool_docs", "tool_specs", "toolsets", "environments", "tool_code", "tool_rules", "tool_graphs",
           "tool_sequences", "task_dags", "tasks", "verification_results", "rejections", "llm_calls"]
+pytestmark = pytest.mark.slow  # starts a PostgreSQL server (CI runs it in its `-m slow` step)
 KEYS = {"verification_results": "task_id, \"check\"", "runs": "run_id"}
 
 

@@ -16,6 +16,7 @@ TINY = BaseSpec(vocab_size=400, hidden_size=32, num_layers=1, num_heads=2, steps
                 max_positions=1024)
 
 
+@pytest.mark.slow
 def test_base_checkpoint_is_reproducible_and_loadable(tmp_path):
     a = build_base_checkpoint(tmp_path / "a", TINY)
     b = build_base_checkpoint(tmp_path / "b", TINY)
@@ -32,6 +33,7 @@ def test_base_checkpoint_is_reproducible_and_loadable(tmp_path):
     assert pol.tokenizer.chat_template and pol.model.config.hidden_size == 32
 
 
+@pytest.mark.slow
 def test_ensure_base_checkpoint_builds_when_absent_and_says_so(tmp_path):
     said: list[str] = []
     p = ensure_base_checkpoint(tmp_path / "base", TINY, say=said.append)
@@ -53,6 +55,7 @@ def test_shipped_base_checkpoint_matches_its_manifest():
     assert size < 8 * 1024 * 1024, f"the shipped checkpoint is {size / 2**20:.1f} MB; keep it a few MB"
 
 
+@pytest.mark.slow
 def test_base_checkpoint_command_check(tmp_path, capsys):
     from autoforge.cli import main
 

@@ -93,6 +93,7 @@ def thread_run(prefect_harness, tmp_path_factory):
     return ids, counts
 
 
+@pytest.mark.slow
 @pytest.mark.prefect
 def test_factory_on_a_dask_cluster_stores_what_the_thread_runner_stores(thread_run, cluster, tmp_path, monkeypatch):
     from autoforge.cli import main
@@ -107,6 +108,7 @@ def test_factory_on_a_dask_cluster_stores_what_the_thread_runner_stores(thread_r
     assert set(client.run(lambda: os.environ.get("AUTOFORGE_TOOL_TIMEOUT")).values()) == {"3.5"}
 
 
+@pytest.mark.slow
 @pytest.mark.prefect
 def test_factory_on_the_process_pool_stores_what_the_thread_runner_stores(thread_run, tmp_path, monkeypatch):
     from flows.factory import factory_flow
@@ -139,6 +141,7 @@ class KillOnce:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.prefect
 def test_a_worker_killed_mid_stage_fails_only_its_environment_and_the_batch_completes(thread_run, cluster, tmp_path):
     from distributed.diagnostics.plugin import WorkerPlugin
