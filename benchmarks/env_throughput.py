@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from autoforge.envs._worker import dumps, loads  # noqa: E402
+from autoforge.envs.wire import dumps, loads  # noqa: E402
 from autoforge.envs.runtime import Environment, _ArgValidator  # noqa: E402
 from autoforge.envs.runtime import tool_function  # noqa: E402
 from autoforge.envs.sandbox import direct_function  # noqa: E402

@@ -124,6 +124,7 @@ def env():
         yield e
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, min_size=1, max_size=8))
 def test_the_incremental_hash_equals_hashing_the_whole_state(env, steps):
@@ -229,12 +230,12 @@ def test_a_resident_state_is_not_sent_again():
 
 
 def test_a_state_the_worker_dropped_is_sent_again():
-    from autoforge.envs import _worker
+    from autoforge.envs import worker_state
 
     with Environment([EDIT]) as env:
         first = {"a": {"k": {"v": 0}}}
         env.reset(first)
-        for i in range(1, _worker.RESIDENT_STATES + 2):  # push it out of the worker's resident states
+        for i in range(1, worker_state.RESIDENT_STATES + 2):  # push it out of the worker's resident states
             env.reset({"a": {"k": {"v": i}}})
         start = _sent(env)
         env.reset(first)

@@ -305,7 +305,7 @@ def test_worker_process_is_locked_down(monkeypatch):
 
 def test_cpu_rlimit_stops_a_loop_even_without_the_parent_deadline():
     """Layer 3's backstop: RLIMIT_CPU ends the worker if the parent's wall clock never fires."""
-    from autoforge.envs._worker import dumps
+    from autoforge.envs.wire import dumps
     from autoforge.envs._worker_client import WorkerProcess
 
     w = WorkerProcess(memory_mb=64, timeout_s=0.2)

@@ -24,7 +24,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from autoforge.envs._worker import HEADER, MAX_FRAME, dumps, loads
+from autoforge.envs.wire import HEADER, MAX_FRAME, dumps, loads
 from autoforge.errors import SandboxError
 
 # Seconds a fresh worker may take to start (imports) and to load / reset / report state.

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autoforge import patterns
 from autoforge.envs import sandbox
-from autoforge.envs._worker import NotJSON, dumps, encode, loads, state_bytes
+from autoforge.envs.wire import NotJSON, dumps, encode, loads, state_bytes
 from autoforge.envs._worker_client import WorkerDied, WorkerProcess, check_worker, give_worker, take_worker
 from autoforge.errors import ConfigError, SandboxError
 from autoforge.settings import get_settings
@@ -601,7 +601,7 @@ class Environment:
     def reset(self, state: "dict | ResidentState") -> None:
         """Start an episode from a copy of ``state`` (the caller's dict is never touched).
 
-        The worker keeps the states it was sent (a few, :data:`~autoforge.envs._worker.RESIDENT_STATES`),
+        The worker keeps the states it was sent (a few, :data:`~autoforge.envs.worker_state.RESIDENT_STATES`),
         keyed by the sha256 of their JSON: a state it holds is not sent again, and the reset puts
         back only what the last episode changed. A dict is encoded on every reset (a C call,
         ~0.1 ms per 1,000 records) to recognise it, and hashed only when new; a
