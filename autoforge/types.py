@@ -280,7 +280,7 @@ class ToolRule(Record):
     env_id: str
     tool_id: str
     tool: str  # tool name
-    kind: Literal["source_status", "result_status", "side_effect", "constraint", "unparsed"]
+    kind: Annotated[str, registered("autoforge.domain.rule_kinds", "RULE_KINDS", "rule kind")]  # domain/rule_kinds.py
     text: str  # the sentence it came from
     field: str | None = None  # the record field (status, frozen_at) or the parameter it constrains
     values: list[Any] = Field(default_factory=list)  # allowed / resulting statuses, NOW, numbers of a constraint
@@ -409,7 +409,7 @@ class Task(Record):
     split: Literal["train", "test"] = "train"
     batch_id: str | None = None
     run_id: str | None = None
-    kind: Literal["state", "answer"] = "state"
+    kind: Annotated[str, registered("autoforge.tasks.kinds", "TASK_KINDS", "task kind")] = "state"
     gold_answer: GoldAnswer | None = None  # kind=answer: what the final message must state
     # Set by verify (sql/081): tasks.generate.duplicate_key and blueprint_key of the task, so a later batch
     # reads two strings per verified task instead of every stored task's states and DAG.
@@ -419,7 +419,7 @@ class Task(Record):
 
 class VerificationResult(Record):
     task_id: str
-    check: str  # replay_deterministic | changes_state | do_nothing_fails | read_only_fails | traceable | not_duplicate
+    check: Annotated[str, registered("autoforge.tasks.checks", "CHECKS", "verification check")]  # tasks/checks.py
     passed: bool
     reason: str | None = None
     run_id: str | None = None

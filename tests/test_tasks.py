@@ -17,7 +17,7 @@ from autoforge.tasks.generate import generate_task, generate_tasks, split_of, st
 from autoforge.tasks.instantiate import make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
 from autoforge.tasks.verify import CHECKS, verify_tasks
-from autoforge.types import ArgSource, Task, ToolCall, ToolCode, content_id, state_hash
+from autoforge.types import ArgSource, Task, ToolCall, ToolCode, VerificationResult, content_id, state_hash
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,26 @@ def test_gold_task_passes_every_check(env, tools):
     task = gold_task(tools)
     out, results, rejections = verify(env, tools, [task], [m.gold_dag()])
     assert [t.status for t in out] == ["verified"] and not rejections
-    assert {r.check for r in results} == set(CHECKS) and all(r.passed for r in results)
+    assert [r.check for r in results] == list(CHECKS) and all(r.passed for r in results)  # the registry's order
+
+
+def test_kinds_and_checks_are_registries_that_fail_loud(tools):
+    from autoforge.errors import ConfigError
+    from autoforge.tasks.checks import check
+    from autoforge.tasks.kinds import TASK_KINDS, task_kind
+
+    assert list(TASK_KINDS) == ["state", "answer"]
+    assert task_kind("state").changes_state and not task_kind("answer").changes_state
+    assert task_kind("answer").states_answer and not task_kind("state").states_answer
+    with pytest.raises(ConfigError, match="valid kinds: state, answer"):
+        task_kind("quiz")
+    with pytest.raises(ConfigError, match="valid checks: replay_deterministic, changes_state"):
+        check("looks_fine")
+    task = gold_task(tools)
+    with pytest.raises(ValueError, match="unknown task kind 'quiz'"):
+        Task(**{**task.model_dump(), "kind": "quiz"})
+    with pytest.raises(ValueError, match="unknown verification check 'looks_fine'"):
+        VerificationResult(task_id="t", check="looks_fine", passed=True)
 
 
 # --------------------------------------------------------------------------- instantiation and generation

@@ -277,7 +277,9 @@ def _task(i: int, status: str = "verified") -> T.Task:
 
 
 def _checks(task_id: str, passed: list[bool]) -> list[T.VerificationResult]:
-    return [T.VerificationResult(task_id=task_id, check=f"c{j}", passed=p) for j, p in enumerate(passed)]
+    from autoforge.tasks.checks import CHECKS
+
+    return [T.VerificationResult(task_id=task_id, check=name, passed=p) for name, p in zip(CHECKS, passed)]
 
 
 def _curated(wh: str) -> dict[str, int]:

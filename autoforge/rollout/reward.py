@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autoforge.tasks.kinds import task_kind
 from autoforge.types import STATE_HASH_PREFIX, Task, canonical_json, state_hash, state_hash_like
 
 
@@ -79,7 +80,7 @@ def score(task: Task, final_state: dict[str, Any] | None, final_hash: str | None
     if final_state is not None and (final_hash is None or not _same_version(final_hash, task.gold_state_hash)):
         final_hash = state_hash_like(final_state, task.gold_state_hash)  # a version-1 S* (older warehouses) as one
     match = state_match(final_hash, task.gold_state_hash)
-    if task.kind == "answer":
+    if task_kind(task.kind).states_answer:
         from autoforge.tasks.answers import answer_match
 
         said = answer_match(message, task.gold_answer) if task.gold_answer is not None else None

@@ -25,6 +25,7 @@ from autoforge.llm.record import drain_calls
 from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.execute import DagExecutionError, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
+from autoforge.tasks.kinds import ANSWER, task_kind
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
 from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable, sequence_cap
 from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
@@ -61,7 +62,7 @@ def dag_shape(dag: TaskDag) -> list:
 def duplicate_key(task: Task, dag: TaskDag) -> str:
     """Two tasks are duplicates when they share the DAG shape and the state change (answer tasks,
     which change nothing: the DAG shape, the facts and the answer)."""
-    if task.kind == "answer":
+    if not task_kind(task.kind).changes_state:
         return content_hash([task.env_id, dag_shape(dag), task.user_facts, task.gold_answer.model_dump() if task.gold_answer else None])
     return content_hash([task.env_id, dag_shape(dag), state_change(task.initial_state, task.gold_state)])
 
@@ -170,7 +171,7 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
         raise PhrasingError("answer_given", why)
     refuse_leaks(request, lookup_ids(dag, run.outputs, run.args, key_fields(env)))
     task_id = content_id("task", env.env_id, dag.dag_id, gold.model_dump(), canonical_json(facts), legacy_state_hash(world))  # v1: stable ids
-    return _task(task_id, env, dag, request, facts, world, run, test_fraction, batch_id, run_id, kind="answer", gold_answer=gold)
+    return _task(task_id, env, dag, request, facts, world, run, test_fraction, batch_id, run_id, kind=ANSWER, gold_answer=gold)
 
 
 MAX_FAIL_STREAK = 4  # a DAG that fails this many instantiations in a row is retired (DEFAULT)

@@ -1,32 +1,10 @@
 """Verification and curation: a task is kept only if every check passes.
 
-Paper (arXiv 2512.22857, Sec. 3.3) judges completion on the final state (R = 1 iff Ŝ == S*)
-and gets solvability by construction (the gold DAG was executed). It reports no further
-filter; we add ours (docs/design.md#stage-5-verification-and-curation), each stored as one VerificationResult with a reason:
-
-- ``replay_deterministic``: the gold DAG, replayed twice from S with the task's facts,
-  gives the stored S* hash both times and the same calls (docs/conventions.md#verify-by-replay).
-- ``changes_state``: S* != S (a read-only task would be passed by doing nothing). An answer
-  task (``Task.kind == "answer"``) is the converse: S* == S, and the replay gives the stored
-  gold answer; its ``do_nothing_fails`` asks that an empty final message does not match, its
-  ``read_only_fails`` that no earlier output of the chain already states the answer (every
-  read is needed).
-- ``do_nothing_fails``: an agent that calls nothing ends in S, not S*.
-- ``read_only_fails``: an agent that makes only the gold *read* calls does not reach S*
-  (this also catches a tool tagged "read" that writes; docs/conventions.md#tag-side-effects).
-- ``traceable``: every argument of every gold call is a user fact, an earlier output or a
-  reasoning result, equal to what the replay computed; no identifier the agent must look
-  up appears in the request or the user's facts (it must not be guessable).
-- ``not_duplicate``: no other task has the same DAG shape and the same state change.
-- ``writes_observable``: every gold write shows in S* (changes something, not all of it
-  overwritten later) (:mod:`autoforge.tasks.quality`).
-- ``args_in_domain``: every gold argument is in its documented domain (enum, vocabulary,
-  pattern, format, range, ordered pair, past birth date, positive amount).
-- ``answer_not_given`` (answer tasks; state tasks pass it): the request does not already state
-  the gold answer, and a final message that states nothing does not match it.
-- ``near_duplicate``: the task's blueprint (tool sequence + argument sources) holds less than
-  its cap of the environment's tasks (``quality.BLUEPRINT_SHARE``), counting tasks verified
-  earlier; checked last, so only tasks that pass everything else count.
+The checks, what each means and their order are the registry :data:`autoforge.tasks.checks.CHECKS`
+(docs/design.md#stage-5-verification-and-curation). :func:`verify_task` runs them on a task that
+changes the state, :func:`verify_answer_task` on one that does not (an answer task, whose reading
+of each check the registry gives); :func:`verify_tasks` adds ``near_duplicate`` last, over the
+environment's blueprint counts.
 """
 
 from __future__ import annotations
@@ -37,15 +15,14 @@ from autoforge.dags.build import rejection, topo_order
 from autoforge.dags.graph import is_key_param, key_fields, required_params
 from autoforge.dialogue import mentions
 from autoforge.envs.interface import EnvFactory
+from autoforge.tasks.checks import CHECKS
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
 from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, open_env
+from autoforge.tasks.kinds import task_kind
 from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              state_hash_like)
-
-CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate",
-          "writes_observable", "args_in_domain", "answer_not_given", "near_duplicate")
 
 
 def _result(task: Task, check: str, reason: str | None, run_id: str | None) -> VerificationResult:
@@ -128,7 +105,7 @@ def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: st
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
                 seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
     """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them."""
-    if task.kind == "answer":
+    if not task_kind(task.kind).changes_state:
         return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id)
     out = []
     reason, run = check_replay(runtime, task, dag)

@@ -1,0 +1,60 @@
+"""The registry of verification checks: every check a task must pass to be curated, in run order.
+
+:mod:`autoforge.tasks.verify` runs them and stores one ``VerificationResult`` per check and task
+(``VerificationResult.check`` in autoforge/types.py refuses a name that is not here; the warehouse
+stores it as a plain string). A task is kept only if every check passes; its first failed check
+is the reason of its rejection. Paper (arXiv 2512.22857, Sec. 3.3) judges completion on the final
+state and gets solvability by construction (the gold DAG was executed); it reports no further
+filter, so these are ours (docs/design.md#stage-5-verification-and-curation). An answer task
+(a kind that changes nothing, :mod:`autoforge.tasks.kinds`) runs the same checks, read as below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autoforge.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verification check."""
+
+    name: str
+    description: str  # what passing means (answer tasks: how they read it, when it differs)
+
+
+CHECKS: dict[str, Check] = {c.name: c for c in (
+    Check("replay_deterministic", "the gold DAG, replayed twice from S with the task's facts, gives the stored S* hash "
+                                  "both times and the same calls (docs/conventions.md#verify-by-replay); answer tasks: "
+                                  "and the stored gold answer"),
+    Check("changes_state", "S* != S (a read-only task would be passed by doing nothing); answer tasks: the converse, "
+                           "S* == S, and a gold answer is stored"),
+    Check("do_nothing_fails", "an agent that calls nothing ends in S, not S*; answer tasks: an empty final message "
+                              "does not match the answer"),
+    Check("read_only_fails", "an agent that makes only the gold read calls does not reach S* (this also catches a tool "
+                             "tagged read that writes); answer tasks: no earlier output of the chain already states "
+                             "the answer (every read is needed)"),
+    Check("traceable", "every argument of every gold call is a user fact, an earlier output or a reasoning result, "
+                       "equal to what the replay computed; no identifier the agent must look up appears in the request "
+                       "or the user's facts"),
+    Check("not_duplicate", "no other task has the same DAG shape and the same state change (answer tasks: the same "
+                           "DAG shape, facts and answer)"),
+    Check("writes_observable", "every gold write shows in S*: it changes something, not all of it overwritten later "
+                               "(autoforge.tasks.quality); answer tasks pass it"),
+    Check("args_in_domain", "every gold argument is in its documented domain (enum, vocabulary, pattern, format, "
+                            "range, ordered pair, past birth date, positive amount)"),
+    Check("answer_not_given", "answer tasks: the request does not already state the gold answer, and a final message "
+                              "that states nothing does not match it; state tasks pass it"),
+    Check("near_duplicate", "the task's blueprint (tool sequence + argument sources) holds less than its cap of the "
+                            "environment's tasks (tasks.quality.BLUEPRINT_SHARE), counting tasks verified earlier; "
+                            "checked last, so only tasks that pass everything else count"),
+)}
+
+
+def check(name: str) -> Check:
+    """The registered check ``name``; an unknown name raises with the list of valid ones."""
+    try:
+        return CHECKS[name]
+    except KeyError:
+        raise ConfigError(f"unknown verification check {name!r}; valid checks: {', '.join(CHECKS)}") from None
