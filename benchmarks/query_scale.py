@@ -41,10 +41,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from autoforge.pipeline.admin import bulk_load, init_warehouse  # noqa: E402
 from autoforge.pipeline.corpus import read_sql  # noqa: E402
+from autoforge.tasks.checks import CHECKS  # noqa: E402  (ten rows per task, one per registered check)
 
 N_ENVS = 50
-CHECKS = ("replay_deterministic", "changes_state", "do_nothing_fails", "read_only_fails", "traceable", "not_duplicate",
-          "writes_observable", "args_in_domain", "answer_stated", "requirements_met")
 
 # Train/test filters as a TrainConfig would give them (max_tool_calls 4, max_reasoning_nodes 1).
 QUERIES: dict[str, tuple[str, dict]] = {

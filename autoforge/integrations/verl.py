@@ -40,6 +40,7 @@ from autoforge.integrations.card import card_text, provenance
 from autoforge.integrations.hf import ExportResult
 from autoforge.integrations.outdir import check_out_dir, staged_dir, write_marker
 from autoforge.integrations.rows import SPLITS, TaskRow, is_task_relation, task_rows
+from autoforge.tasks.kinds import task_kind
 from autoforge.types import canonical_json
 
 ABILITY = "tool_use"
@@ -83,7 +84,7 @@ def verl_schema():
 
 def ground_truth(row: TaskRow) -> str:
     """The rule reward's target: the gold state hash, or (answer tasks) the gold answer as canonical JSON."""
-    if row.kind == "answer" and row.gold_answer is not None:
+    if task_kind(row.kind).states_answer and row.gold_answer is not None:
         return canonical_json(row.gold_answer)
     return row.gold_state_hash
 
