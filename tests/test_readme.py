@@ -92,6 +92,19 @@ def test_every_readme_command_is_covered():
     assert kinds.count("setup") == 2 and "run" in kinds
 
 
+# What a command needs beyond `pip install -e .`: the README installs the extra before it.
+NEEDS_EXTRA = {"--format hf": "hf", "--format verl": "hf", "autoforge mcp": "mcp"}
+
+
+def test_a_command_that_needs_an_extra_comes_after_its_install():
+    installed: set[str] = set()
+    for command in readme_commands():
+        installed |= set(re.findall(r'"\.\[([\w-]+)\]"', command))
+        for needle, extra in NEEDS_EXTRA.items():
+            if needle in command and classify(command) != "setup":
+                assert extra in installed, f"{command!r} needs `pip install -e \".[{extra}]\"` before it"
+
+
 def pyproject_extras() -> set[str]:
     text = (ROOT / "pyproject.toml").read_text()
     section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
