@@ -1,6 +1,8 @@
 """The package's layout rules, checked from the code itself (imports inside functions count):
 
 - stage packages take and return records: none of them imports the warehouse or the pipeline;
+- only ``autoforge/pipeline`` and ``autoforge/warehouse`` import the warehouse (the CLI, the
+  integrations, the flows and the benchmarks read and write it through the pipeline);
 - no two subpackages import each other, directly or through a chain;
 - nothing in the package or the flows points at a file outside the repository;
 - every ``autoforge COMMAND`` a message or docstring suggests is a real command.
@@ -26,7 +28,7 @@ def _modules(path: Path):
 
 def _imported(f: Path, tree: ast.AST) -> list[tuple[str, int]]:
     """Every module ``f`` imports (absolute names), anywhere in the file."""
-    me = ["autoforge", *f.relative_to(PKG).with_suffix("").parts]
+    me = list(f.relative_to(ROOT).with_suffix("").parts)  # autoforge/cli/sql.py -> autoforge.cli.sql
     out = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Import):
@@ -93,6 +95,36 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     fake = PKG / "rollout" / "x.py"
     names = [m for m, _ in _imported(fake, tree)]
     assert "autoforge.rl.policy" in names and "autoforge.rollout" in names
+
+
+WAREHOUSE_HOMES = (PKG / "pipeline", PKG / "warehouse")
+
+
+def _warehouse_imports(f: Path, tree: ast.AST) -> list[str]:
+    """``file:line: module`` for every import of the warehouse in ``f`` (inside functions too)."""
+    lines: dict[int, str] = {}
+    for mod, line in _imported(f, tree):
+        if mod == "autoforge.warehouse" or mod.startswith("autoforge.warehouse."):
+            lines.setdefault(line, mod)  # the module itself comes before the names it gives
+    return [f"{f.relative_to(ROOT)}:{line}: {mod}" for line, mod in sorted(lines.items())]
+
+
+def test_only_the_pipeline_and_the_warehouse_import_the_warehouse():
+    hits = []
+    for base in (PKG, ROOT / "flows", ROOT / "benchmarks"):
+        for f, tree in _modules(base):
+            if not any(home in f.parents for home in WAREHOUSE_HOMES):
+                hits += _warehouse_imports(f, tree)
+    assert not hits, ("read and write the warehouse through autoforge.pipeline (corpus, export, admin):\n"
+                      + "\n".join(sorted(set(hits))))
+
+
+def test_the_warehouse_check_sees_every_form_of_import():
+    src = ("import autoforge.warehouse.engine\nfrom autoforge import warehouse\n"
+           "def f():\n    from autoforge.warehouse.store import query\n")
+    fake = PKG / "cli" / "x.py"
+    assert [h.rsplit(": ", 1)[1] for h in _warehouse_imports(fake, ast.parse(src))] == [
+        "autoforge.warehouse.engine", "autoforge.warehouse", "autoforge.warehouse.store"]
 
 
 OUTSIDE = re.compile(r"DESIGN\.md|PAPER_NOTES|STYLE\.md|STACK_NOTES|\bshared/|\.\./")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 from autoforge.errors import WarehouseError
 from autoforge.types import Task
+from autoforge.warehouse import export as file_export
 from autoforge.warehouse import query, read_records
-from autoforge.warehouse.export import FORMATS, export_relation, relations
+from autoforge.warehouse.export import FORMATS, relations
 
 __all__ = ["FORMATS", "column_types", "export_file", "quoted", "relation_columns", "relation_rows", "relations",
            "tasks_in", "user_sql"]
@@ -26,7 +27,7 @@ def user_sql(warehouse: str | None, sql: str) -> list[dict]:
 
 def export_file(warehouse: str | None, relation: str, fmt: str, out: str | Path) -> int:
     """Every row of ``relation`` to one ``fmt`` file (:data:`FORMATS`) at ``out``; the number of rows."""
-    return export_relation(warehouse, relation, fmt, out)
+    return file_export.export_relation(warehouse, relation, fmt, out)
 
 
 def quoted(relation: str) -> str:

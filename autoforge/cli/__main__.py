@@ -1,0 +1,7 @@
+"""``python -m autoforge.cli ...``: the same as ``autoforge ...``."""
+
+import sys
+
+from autoforge.cli import main
+
+sys.exit(main())

@@ -1,0 +1,83 @@
+"""``autoforge init``, ``sql`` and ``export``: the warehouse itself, a user's query, a relation written out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autoforge.cli.args import wh
+from autoforge.cli.failures import require_extra
+from autoforge.cli.output import print_rows
+
+FOLDER_FORMATS = ("hf", "verl")  # folders for other trainers: autoforge/integrations
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from autoforge.pipeline.admin import init_warehouse, warehouse_url
+
+    res = init_warehouse(wh(args))
+    url = warehouse_url(wh(args))
+    if res["applied"]:
+        print(f"{url}: applied {len(res['applied'])} migration(s): {', '.join(res['applied'])}")
+    else:
+        print(f"{url}: up to date ({res['already']} migrations applied earlier)")
+    if res["changed"]:
+        print(f"warning: applied migrations changed on disk since: {', '.join(res['changed'])} (add a new file instead)", file=sys.stderr)
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from autoforge.pipeline.export import user_sql
+
+    sql = args.query if args.query != "-" else sys.stdin.read()
+    print_rows(user_sql(wh(args), sql), args.format)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    if args.format in FOLDER_FORMATS:
+        require_extra("hf", f"autoforge export --format {args.format}")
+        from autoforge.integrations.hf import export_hf
+        from autoforge.integrations.verl import export_verl
+
+        res = (export_hf if args.format == "hf" else export_verl)(wh(args), args.relation, args.out)
+        parts = ", ".join(f"{s} {n}" for s, n in res.splits.items())
+        print(f"wrote {sum(res.splits.values())} rows of {args.relation} to {res.out}/ ({args.format}: {parts}; "
+              f"card: {res.out}/README.md)")
+        return 0
+    from autoforge.pipeline.export import export_file
+
+    n = export_file(wh(args), args.relation, args.format, args.out)
+    print(f"wrote {n} rows of {args.relation} to {args.out} ({args.format})")
+    return 0
+
+
+COMMANDS = {"init": cmd_init, "sql": cmd_sql, "export": cmd_export}
+
+
+def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    from autoforge.pipeline.export import FORMATS
+
+    sub.add_parser("init", parents=[common], help="create or upgrade the warehouse schema (idempotent)",
+                   description="Create the warehouse (default ./autoforge.duckdb) or apply the migrations it lacks; "
+                               "running it again changes nothing.")
+    s = sub.add_parser("sql", parents=[common], help="run a read-only SQL query and print the result",
+                       description="Run one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, ...) on the "
+                                   "warehouse and print the rows; anything that writes is refused before it runs.")
+    s.add_argument("query", help='SQL text, e.g. "SELECT count(*) FROM tool_specs" ("-" reads stdin)')
+    s.add_argument("--format", choices=["table", "csv", "json"], default="table", help="how rows are printed (default table)")
+    s = sub.add_parser("export", parents=[common], help="write a table or view to parquet, jsonl or csv, or a "
+                       "folder for other trainers (hf: a Hugging Face DatasetDict; verl: verl's RL parquet)",
+                       epilog="hf and verl write a folder: train/test from the task split, a dataset card README.md "
+                              "(every column, the warehouse and batches it came from). hf takes any table or view "
+                              "(tasks relations such as v_curated_tasks become one row per task with the prompt as "
+                              "chat messages, OpenAI tool schemas, states and gold outcome); verl takes tasks "
+                              "relations. The folder is written beside --out first and replaces it only when "
+                              "complete; an existing --out must be empty or a previous export of the same format. "
+                              'hf and verl need the hf extra: pip install -e ".[hf]" (a checkout) or '
+                              'pip install "autoforge[hf]".')
+    s.add_argument("relation", metavar="TABLE_OR_VIEW")
+    s.add_argument("--format", choices=[*FORMATS, *FOLDER_FORMATS], required=True,
+                   help="parquet | jsonl | csv: one file; hf: datasets.load_from_disk folder; verl: train.parquet + "
+                        "test.parquet")
+    s.add_argument("--out", required=True, metavar="PATH", help="the file (parquet, jsonl, csv) or folder (hf, verl)")
