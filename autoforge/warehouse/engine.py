@@ -54,7 +54,7 @@ DUCKDB_STORAGE_VERSION = "v1.5.0"
 
 SUPPORTED_DATABASES = (
     "a DuckDB file (a path, or duckdb:///PATH) or PostgreSQL (postgresql://USER@HOST/DB, driver psycopg 3: "
-    "pip install 'psycopg[binary]')"
+    "the postgres extra, pip install \"autoforge[postgres]\")"
 )
 
 _LOCK_PATTERNS = ("Could not set lock", "Conflicting lock", "database is locked")
@@ -446,7 +446,8 @@ def connect(
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise WarehouseError(
             f"cannot use warehouse URL {shown_url(url)!r}: {exc}. Install the database driver it names "
-            "(`pip install 'psycopg[binary]'` for postgresql://) or use a DuckDB file path."
+            "(for postgresql://, the postgres extra: pip install -e \".[postgres]\" in a checkout, or pip install "
+            "\"autoforge[postgres]\") or use a DuckDB file path."
         ) from exc
     lock = _FileLock(path, shared=read_only)
     try:
