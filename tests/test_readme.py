@@ -10,7 +10,8 @@ this file does not know fails the test, so a new command in the README needs a r
 * `autoforge demo` and `autoforge train` are too slow for the suite: they run with `--help`, and
   train's `--set FIELD=VALUE` pairs must make a valid TrainConfig;
 * everything else runs as written, block after block in one bash script (`set -euo pipefail`) in
-  a temporary folder, with `.venv/bin/` meaning the bin folder of the Python running the tests.
+  a temporary folder, with `.venv/bin/` meaning the bin folder of the Python running the tests
+  (marked `slow`: the factory starts Prefect's temporary server).
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def test_the_commands_table_names_real_subcommands():
         assert done.value.code == 0, sub
 
 
+@pytest.mark.slow  # ~30 s: the factory starts Prefect's temporary server
 @pytest.mark.skipif(not (BIN / "autoforge").exists(), reason="the autoforge script is not beside this Python")
 def test_readme_commands_run_as_shown(tmp_path):
     script = ["set -euo pipefail"]
