@@ -166,7 +166,7 @@ def format_report(summary: dict[str, Any], max_failures: int = 20) -> str:
     """A plain-text table of pass^k rows, the judge's precision/recall and the failures."""
     lines = [f"eval {summary['eval_id']}  agent={summary['agent']}  user={summary['user_sim']}  "
              f"tasks={summary['n_tasks']}  episodes={summary['n_episodes']}  trials={summary['trials']}"]
-    lines.append(f"{'env_id':<28} {'k':>2} {'pass^k':>7} {'95% CI':>17} {'tasks':>6}")
+    lines.append(f"{'environment':<28} {'k':>2} {'pass^k':>7} {'95% CI':>17} {'tasks':>6}")
     for r in summary["results"]:
         env = r["env_id"] or "(overall)"
         ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r.get("ci_low") is not None else ""
