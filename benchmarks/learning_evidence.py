@@ -71,36 +71,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from autoforge.pipeline.train import run_training  # noqa: E402
 from autoforge.rl.config import TrainConfig  # noqa: E402
 from autoforge.rl.run import table_markdown  # noqa: E402
+from learning_helpers import (group_outcomes, heldout_nll, mean_of, pass_ci, plot_heldout, plot_lines,  # noqa: E402
+                              round3, series)
 
 ARMS = (  # name, advantage level, MEU masking
     ("ERPO (env std + masking)", "env", True),
     ("GRPO (per-task std + masking)", "task", True),
     ("ERPO without masking", "env", False),
 )
-
-
-def heldout_nll(model_dir: str, wh: str, cfg: TrainConfig) -> float:
-    """Mean per-token NLL of the agent turns of held-out gold replays (the SFT objective on unseen tasks)."""
-    import torch
-
-    from autoforge.pipeline.train import load_curated
-    from autoforge.rl.data import gold_episodes, sft_examples
-    from autoforge.rl.policy import load_policy
-    from autoforge.rl.trainer import _forward_logprobs
-    from autoforge.rl.trajectory import Trajectory, collate
-
-    data = load_curated(wh, cfg)
-    pol = load_policy(model_dir, device=cfg.device)
-    ex = sft_examples(pol.tokenizer, gold_episodes(data, data.test), data.schemas(cfg.tool_schema))
-    tot, n = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, len(ex), 8):
-            b = collate([Trajectory("t", "e", ids, m, [0.0] * len(ids), 0.0) for ids, m in ex[i:i + 8]], pol.pad_id)
-            lp, _ = _forward_logprobs(pol.model, b, 1.0)
-            mask = b["loss_mask"][:, 1:]
-            tot -= float((lp * mask).sum())
-            n += int(mask.sum())
-    return tot / max(n, 1)
 
 
 def arm_row(name: str, seed: int, r: dict, wall: float) -> dict:
@@ -372,8 +350,6 @@ def main_single(argv=None) -> dict:
     return summary
 
 
-
-
 # ============================================================================ many environments (the default)
 
 MULTI_ARMS = ARMS  # ERPO (env std + masking), GRPO (per-task std + masking), ERPO without masking
@@ -421,90 +397,6 @@ def run_phase(data, cfg: TrainConfig, names: dict, t0: float) -> tuple[dict, dic
         if isinstance(r, Episode) and r.agent and r.agent.startswith("hf:"):
             outcomes.setdefault(r.agent.rsplit(":", 1)[1], []).append((r.task_id, r.env_id, float(r.reward == 1.0)))
     return out, outcomes
-
-
-def pass_ci(per_task: dict[str, list[float]], n_boot: int = 2000) -> dict:
-    """Mean pass^1 over tasks (each task's success averaged over seeds) with a 95% bootstrap CI over tasks."""
-    from autoforge.rollout.passk import bootstrap_ci
-
-    vals = [sum(v) / len(v) for v in per_task.values()]
-    if not vals:
-        return {"pass^1": None, "ci": [None, None], "n_tasks": 0}
-    lo, hi = bootstrap_ci(vals, n_boot=n_boot, seed=0)
-    return {"pass^1": round(sum(vals) / len(vals), 3), "ci": [round(lo, 3), round(hi, 3)], "n_tasks": len(vals)}
-
-
-def group_outcomes(outcome_lists: list[list[tuple[str, str, float]]], env_id: str | None) -> dict[str, list[float]]:
-    per_task: dict[str, list[float]] = {}
-    for outs in outcome_lists:
-        for tid, env, r in outs:
-            if env_id is None or env == env_id:
-                per_task.setdefault(tid, []).append(r)
-    return per_task
-
-
-def _mean(xs) -> float | None:
-    xs = [x for x in xs if isinstance(x, (int, float))]
-    return sum(xs) / len(xs) if xs else None
-
-
-def series(histories: list[list[dict]], key: str, steps: int) -> list[float | None]:
-    """``key`` per ERPO step, averaged over runs (None where no run logged it)."""
-    out = []
-    for s in range(1, steps + 1):
-        out.append(_mean([h.get(key) for hist in histories for h in hist if h["phase"] == "erpo" and h["step"] == s]))
-    return [None if v is None else round(v, 4) for v in out]
-
-
-def plot_lines(path: Path, title: str, panels: list[tuple[str, dict[str, list]]], ylabel: str) -> str:
-    """One PNG: a panel per (subtitle, {line label: values per step})."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(4.2 * len(panels), 3.4), dpi=110)
-    FigureCanvasAgg(fig)
-    for i, (sub, lines) in enumerate(panels):
-        ax = fig.add_subplot(1, len(panels), i + 1)
-        for label, ys in lines.items():
-            xs = [k + 1 for k, y in enumerate(ys) if y is not None]
-            ax.plot(xs, [y for y in ys if y is not None], marker="o", ms=3, label=label)
-        ax.set_title(sub, fontsize=9)
-        ax.set_xlabel("ERPO step")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        if i == 0:
-            ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    return str(path)
-
-
-def plot_heldout(path: Path, rows: list[dict], envs: list[str], labels: list[str]) -> str:
-    """Grouped bars: held-out pass^1 per environment (and overall) per arm, with 95% CIs."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 3.6), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    groups = envs + ["all"]
-    width = 0.8 / len(labels)
-    for j, label in enumerate(labels):
-        ys, err_lo, err_hi = [], [], []
-        for g in groups:
-            r = next(x for x in rows if x["arm"] == label and x["env"] == g)
-            ys.append(r["pass^1"] or 0.0)
-            err_lo.append((r["pass^1"] or 0.0) - (r["ci"][0] or 0.0))
-            err_hi.append((r["ci"][1] or 0.0) - (r["pass^1"] or 0.0))
-        ax.bar([i + j * width for i in range(len(groups))], ys, width, yerr=[err_lo, err_hi], capsize=2, label=label)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(groups))], groups)
-    ax.set_ylabel("held-out pass^1 (95% CI)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path)
-    return str(path)
 
 
 def controlled_multi(out: Path, steps: int, error_rate: float, seeds: list[int], fractions: list[float]) -> dict:
@@ -559,12 +451,12 @@ def controlled_multi(out: Path, steps: int, error_rate: float, seeds: list[int],
             per_seed.append({"clean": clean, "adv_scale": {e: [h.get(f"adv_scale/{e}") for h in hist] for e in envs}})
         q = max(1, steps // 4)
         res["arms"][name] = {
-            "clean_last_quarter": {e: round(_mean([_mean([c[e] for c in s["clean"][-q:]]) for s in per_seed]), 3) for e in envs},
-            "clean_first_quarter": {e: round(_mean([_mean([c[e] for c in s["clean"][:q]]) for s in per_seed]), 3) for e in envs},
-            "clean_per_step": {e: [round(_mean([s["clean"][k][e] for s in per_seed]), 3) for k in range(steps)] for e in envs},
-            "adv_scale_per_step": {e: [None if (v := _mean([s["adv_scale"][e][k] for s in per_seed])) is None else round(v, 3)
+            "clean_last_quarter": {e: round(mean_of([mean_of([c[e] for c in s["clean"][-q:]]) for s in per_seed]), 3) for e in envs},
+            "clean_first_quarter": {e: round(mean_of([mean_of([c[e] for c in s["clean"][:q]]) for s in per_seed]), 3) for e in envs},
+            "clean_per_step": {e: [round(mean_of([s["clean"][k][e] for s in per_seed]), 3) for k in range(steps)] for e in envs},
+            "adv_scale_per_step": {e: [None if (v := mean_of([s["adv_scale"][e][k] for s in per_seed])) is None else round(v, 3)
                                        for k in range(steps)] for e in envs},
-            "last_quarter_per_seed": [round(_mean([_mean([c[e] for c in s["clean"][-q:]]) for e in envs]), 3) for s in per_seed],
+            "last_quarter_per_seed": [round(mean_of([mean_of([c[e] for c in s["clean"][-q:]]) for e in envs]), 3) for s in per_seed],
         }
         print(f"  controlled {name}: clean reward last quarter {res['arms'][name]['clean_last_quarter']}", flush=True)
     return res
@@ -683,10 +575,10 @@ def main_multi(argv=None) -> dict:
                 if eid:
                     rew = series(hs, f"reward/{eid}", args.erpo_steps)
                     q = max(1, args.erpo_steps // 3)
-                    row.update({"train reward first 1/3": _round(_mean(rew[:q])), "train reward last 1/3": _round(_mean(rew[-q:])),
-                                "adv scale": _round(_mean(series(hs, f"adv_scale/{eid}", args.erpo_steps))),
-                                "masked": _round(_mean(series(hs, f"masked_frac/{eid}", args.erpo_steps))),
-                                "dropped": _round(_mean(series(hs, f"dropped_frac/{eid}", args.erpo_steps)))})
+                    row.update({"train reward first 1/3": round3(mean_of(rew[:q])), "train reward last 1/3": round3(mean_of(rew[-q:])),
+                                "adv scale": round3(mean_of(series(hs, f"adv_scale/{eid}", args.erpo_steps))),
+                                "masked": round3(mean_of(series(hs, f"masked_frac/{eid}", args.erpo_steps))),
+                                "dropped": round3(mean_of(series(hs, f"dropped_frac/{eid}", args.erpo_steps)))})
                 rows.append(row)
         arms = [a for a, _, _ in MULTI_ARMS]
         curves = {name: {"reward": {e: series([x["history"] for x in runs[name]], f"reward/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
@@ -761,10 +653,6 @@ def main_multi(argv=None) -> dict:
                                               "outcomes": outcomes.get("end", []), "wall_s": round(time.perf_counter() - t, 1)})
         summary = finish(runs, final=sd == seeds[-1])
     return summary
-
-
-def _round(x):
-    return None if x is None else round(x, 3)
 
 
 if __name__ == "__main__":
