@@ -4,8 +4,9 @@ task rows both are built from (:mod:`~autoforge.integrations.rows`), TRL's ``GRP
 the environments with ERPO's advantage (:mod:`~autoforge.integrations.trl`) and an MCP server of
 one environment (:mod:`~autoforge.integrations.mcp`).
 
-This package sits above :mod:`autoforge.pipeline` (it may import pipeline and rollout; it
-reads and writes the warehouse only through :mod:`autoforge.pipeline`) and below ``cli.py``; nothing in the package below imports it.
+This package sits above :mod:`autoforge.pipeline` (it may import pipeline and rollout; it reads
+and writes the warehouse only through :mod:`autoforge.pipeline`) and below ``autoforge.cli``;
+nothing in the package below imports it.
 """
 
 from autoforge.integrations.rows import ChatMessage, TaskRow, is_task_relation, task_rows
