@@ -1,8 +1,9 @@
 """The factory: ingest -> synthesize -> sample -> generate -> verify, as subflows of one batch.
 
-A thin recipe: :class:`autoforge.pipeline.FactoryParams` derives every stage's parameters (the
-same derivation ``autoforge.pipeline.run_factory`` uses, so both paths build the same run ids and
-rows); each stage runs as its own subflow. The batch id is a hash of the parameters, so
+A thin recipe: the flow's parameters are the fields of :class:`autoforge.pipeline.FactoryParams`
+(flows/_params.py), which derives every stage's parameters (the same derivation
+``autoforge.pipeline.run_factory`` uses, so both paths build the same run ids and rows); each stage
+runs as its own subflow. The batch id is a hash of the parameters, so
 re-running the same batch (after a crash, say) upserts the same rows and adds none.
 
 The task runner (``task_runner``: thread | process | dask, ``dask_address``) is chosen per run

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from autoforge.errors import AutoforgeError, ConfigError
-from autoforge.pipeline import FactoryParams, batch_id_for, run_factory
+from autoforge.pipeline import FactoryParams, run_factory
 
 TESTS = Path(__file__).resolve().parent
 FAST = {"max_envs": 2, "tasks_per_env": 4, "seed": 0}
@@ -189,7 +189,7 @@ def test_two_factory_processes_on_one_warehouse_both_finish_consistent(reference
         wait_exit(proc, tmp_path, f"seed{seed}")  # both complete: the file lock serializes the writes
     snap = snapshot(wh)
     assert not snap["violations"], snap["violations"][:10]
-    batches = {seed: batch_id_for(FactoryParams(**{**FAST, "seed": seed, "warehouse": wh})) for seed in (0, 1)}
+    batches = {seed: FactoryParams(**{**FAST, "seed": seed, "warehouse": wh}).batch_id() for seed in (0, 1)}
     for seed, batch in batches.items():
         stages = query(wh, "SELECT stage, status FROM runs WHERE batch_id = :b", {"b": batch})
         assert sorted(s["stage"] for s in stages) == ["generate", "ingest", "sample", "synthesize", "verify"], seed

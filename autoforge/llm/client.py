@@ -44,11 +44,11 @@ from autoforge.llm.messages import (
 )
 from autoforge.llm.record import Recorder
 from autoforge.llm.retry import RETRYABLE_TYPES, MalformedResponse, RetryPolicy, classify
+from autoforge.settings import BACKENDS
 from autoforge.types import LLMCall, Message, ToolCall
 
 T = TypeVar("T", bound=BaseModel)
 
-BACKENDS = ("offline", "openai")
 # Structured-output modes, tried in this order; a 400/422 moves to the next one.
 FORMAT_MODES = ("json_schema", "json_object", "prompt")
 

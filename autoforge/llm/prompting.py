@@ -1,24 +1,23 @@
 """Generic helpers for prompt templates; the templates themselves live with the step that uses them.
 
 Each template is a plain function returning chat messages (``list[dict]``) that a stage sends
-through ``client.structured(step, messages, ResponseModel)`` (or ``client.chat`` for the
-simulated user). The response model belongs to the stage; the JSON schema travels in the
-request's ``response_format``, so prompts describe the *task*, not the format. Inputs are
-records from :mod:`autoforge.types` or plain dicts; payloads are sent as canonical JSON, so
-identical inputs give identical prompts and hit the response cache on a re-run.
+through ``client.structured(step, messages, ResponseModel)`` (or ``client.chat``). The response
+model belongs to the stage; the JSON schema travels in the request's ``response_format``, so
+prompts describe the *task*, not the format. Inputs are records from :mod:`autoforge.types` or
+plain dicts; payloads are sent as canonical JSON, so identical inputs give identical prompts and
+hit the response cache on a re-run.
 
-Where the templates are (steps of arXiv 2512.22857):
+Where the prompts are (steps of arXiv 2512.22857):
 
-* ingest (``tool_docs``): :mod:`autoforge.tooldocs.prompts`;
-* environment synthesis, Sec. 3.1 (``state_schema``, ``tool_code``, ``tool_repair``):
-  :mod:`autoforge.envs.prompts`;
-* tool graph, merging and reasoning nodes, Sec. 3.2 (``edges``, ``merge``, ``reasoning``):
-  :mod:`autoforge.dags.prompts`;
-* task phrasing, Sec. 3.3 (``task_text``): :mod:`autoforge.tasks.prompts`;
-* the simulated user and ERPO's user-error judge, Sec. 4 (``user_sim``, ``judge``):
-  :mod:`autoforge.rollout.prompts`.
+* environment synthesis, Sec. 3.1 (``state_schema``, ``tool_code``, ``tool_repair``): the
+  registered templates of :mod:`autoforge.envs.prompts`;
+* the others build their messages where they call the client: the tool graph's edge judgement,
+  Sec. 3.2 (``tool_graph``, :mod:`autoforge.dags.graph`), the request rewrite, Sec. 3.3
+  (``task_request``, :mod:`autoforge.tasks.phrasing`), the simulated user and ERPO's user-error
+  judge, Sec. 4 (``user_sim``, :mod:`autoforge.rollout.users`; ``judge``,
+  :mod:`autoforge.rollout.judge`) and the agent (``agent``, :mod:`autoforge.rollout.agents`).
 
-Every template registers itself under its step name with :func:`register` when its module is
+A template registers itself under its step name with :func:`register` when its module is
 imported; look one up with :func:`get_prompt` (an unknown step name raises with the steps
 registered so far).
 """

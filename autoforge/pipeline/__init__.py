@@ -26,7 +26,7 @@ the warehouse through three more modules, never through ``autoforge.warehouse``:
 
 from autoforge.pipeline.common import BACKENDS
 from autoforge.pipeline.corpus import funnel_rows
-from autoforge.pipeline.factory import (EMPTY_EXIT_CODE, STAGES, FactoryParams, batch_id_for, empty_environments,
+from autoforge.pipeline.factory import (EMPTY_EXIT_CODE, STAGES, FactoryParams, empty_environments,
                                         environment_quality, environment_yield, run_factory)
 from autoforge.pipeline.generate import GenerateParams, run_generate
 from autoforge.pipeline.ingest import IngestParams, run_ingest
@@ -35,5 +35,5 @@ from autoforge.pipeline.synthesize import SynthesizeParams, run_synthesis
 from autoforge.pipeline.verify import VerifyParams, run_verify
 
 __all__ = ["BACKENDS", "EMPTY_EXIT_CODE", "STAGES", "empty_environments", "environment_quality", "environment_yield", "FactoryParams", "GenerateParams", "IngestParams", "SampleParams", "SynthesizeParams",
-           "VerifyParams", "batch_id_for", "funnel_rows", "run_factory", "run_generate", "run_ingest", "run_sample",
+           "VerifyParams", "funnel_rows", "run_factory", "run_generate", "run_ingest", "run_sample",
            "run_synthesis", "run_verify"]

@@ -111,11 +111,6 @@ class FactoryParams(StageParams):
         return names
 
 
-def batch_id_for(params: FactoryParams) -> str:
-    """Same parameters -> same batch id -> re-running adds no rows."""
-    return params.batch_id()
-
-
 def run_factory(params: FactoryParams | None = None, progress: Callable[[str, dict], None] | None = None, **kw: Any) -> dict:
     """The whole factory without Prefect; used by ``autoforge factory --no-prefect``, the benchmarks
     and the tests. ``progress(stage, counts)`` is called after each stage."""

@@ -246,7 +246,3 @@ def tool_schemas(tools: Iterable[ToolCode], specs: Iterable[ToolSpec] = (), styl
             params = compact_schema(params)
         out.append({"type": "function", "function": {"name": t.name, "description": text, "parameters": params}})
     return out
-
-
-def schema_names(tools: list[dict[str, Any]]) -> list[str]:
-    return [t["function"]["name"] if "function" in t else t["name"] for t in tools]
