@@ -144,7 +144,7 @@ def test_the_commands_table_names_real_subcommands():
         assert done.value.code == 0, sub
 
 
-@pytest.mark.slow  # ~30 s: the factory starts Prefect's temporary server
+@pytest.mark.slow  # ~45 s: the factory starts Prefect's temporary server
 @pytest.mark.skipif(not (BIN / "autoforge").exists(), reason="the autoforge script is not beside this Python")
 def test_readme_commands_run_as_shown(tmp_path):
     script = ["set -euo pipefail"]
@@ -165,6 +165,17 @@ def test_readme_commands_run_as_shown(tmp_path):
     assert "verified" in res.stdout
     assert (tmp_path / "my_tasks.parquet").is_file()
     assert (tmp_path / "my_tasks_hf" / "README.md").is_file()
+
+    # The guides' blocks written with `.venv/bin/autoforge` run as shown too, on the tour's warehouse
+    # (blocks with a bare `autoforge` assume an activated venv and usually a server: not run here).
+    guide = [c for doc in DOCS[1:] for block in bash_blocks(doc.read_text()) for c in commands(block)
+             if c.startswith(".venv/bin/autoforge ")]
+    assert guide, "no guide command runs as shown"
+    script = ["set -euo pipefail", "export AUTOFORGE_WAREHOUSE=my_tools.duckdb"]
+    script += [c.replace(".venv/bin/", f"{BIN}/") for c in guide]
+    res = subprocess.run(["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
 
 
 def _anchors(path: Path) -> set[str]:
