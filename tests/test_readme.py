@@ -1,4 +1,10 @@
-"""The README's commands run as shown, and every relative link in the docs points at a file.
+"""The README's commands run as shown, and the docs point only at things that exist.
+
+What is checked: the README is under 200 lines and starts with the two set-up commands; its
+commands run (below); a command that needs an extra comes after that extra's install; every
+`autoforge X` of its command table is a real subcommand; every relative link (and its `#anchor`)
+in README.md, benchmarks/RESULTS.md and docs/*.md resolves; every module path the docs name
+exists; docs/layout.md has a heading for every package and names only files that exist.
 
 The README's ```bash blocks are its commands. Each command is classified here, and a command
 this file does not know fails the test, so a new command in the README needs a rule below:
@@ -11,7 +17,8 @@ this file does not know fails the test, so a new command in the README needs a r
   train's `--set FIELD=VALUE` pairs must make a valid TrainConfig;
 * everything else runs as written, block after block in one bash script (`set -euo pipefail`) in
   a temporary folder, with `.venv/bin/` meaning the bin folder of the Python running the tests
-  (marked `slow`: the factory starts Prefect's temporary server).
+  (marked `slow`: the factory starts Prefect's temporary server); then every command of a guide's
+  ```bash block written as `.venv/bin/autoforge ...` runs on the tour's warehouse.
 """
 
 from __future__ import annotations
