@@ -30,8 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from autoforge.envs.wire import dumps, loads  # noqa: E402
-from autoforge.envs.runtime import Environment, _ArgValidator  # noqa: E402
+from autoforge.envs.runtime import Environment  # noqa: E402
 from autoforge.envs.runtime import tool_function  # noqa: E402
+from autoforge.envs.validation import ArgValidator  # noqa: E402
 from autoforge.envs.sandbox import direct_function  # noqa: E402
 from autoforge.types import EnvironmentRecord, ToolCode  # noqa: E402
 
@@ -88,7 +89,7 @@ def warehouse_workloads(path: str, only: str | None) -> list[Workload]:
         episode = []
         for t in sorted(tools, key=lambda t: (t.effect != "read", t.name)):  # reads first, then writes
             args = _arguments(t, env.sample_state)
-            if _ArgValidator(t).problem(args) is not None:
+            if ArgValidator(t).problem(args) is not None:
                 continue
             try:  # keep calls the direct baseline can make (a raising call would end it)
                 _direct(t)(loads(dumps(env.sample_state)), args)
@@ -144,7 +145,7 @@ def bench_sandbox(tools, state, episode, seconds: float) -> tuple[int, float]:
 def bench_direct(tools, state, episode, seconds: float, validate: bool) -> tuple[int, float]:
     by_name = {t.name: t for t in tools}
     fns = {name: _direct(by_name[name]) for name, _ in episode}
-    validators = {name: _ArgValidator(by_name[name]) for name, _ in episode}
+    validators = {name: ArgValidator(by_name[name]) for name, _ in episode}
     frame = dumps(state)
     calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:

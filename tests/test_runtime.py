@@ -10,7 +10,8 @@ import pytest
 from mock_domain import ENV_ID, EPISODE, SOURCES, mock_env_record, mock_state, mock_tools, tool_code
 
 from autoforge.envs import _worker_client, runtime
-from autoforge.envs.runtime import Environment, Observation, _fast_validator, run_direct, smoke_check
+from autoforge.envs.runtime import Environment, Observation, run_direct, smoke_check
+from autoforge.envs.validation import fast_validator
 from autoforge.errors import ConfigError, SandboxError, UnsafeCodeError
 from autoforge.types import state_hash
 
@@ -380,7 +381,7 @@ INSTANCES = [{}, {"a": 1}, {"a": 1.0}, {"a": 1.5}, {"a": True}, {"a": 0}, {"a": 
 
 @pytest.mark.parametrize("schema", SCHEMAS)
 def test_fast_validator_agrees_with_jsonschema(schema):
-    fast = _fast_validator(schema)
+    fast = fast_validator(schema)
     assert fast is not None
     full = jsonschema.Draft202012Validator(schema)
     for instance in INSTANCES:
@@ -388,8 +389,8 @@ def test_fast_validator_agrees_with_jsonschema(schema):
 
 
 def test_fast_validator_declines_what_it_does_not_know():
-    assert _fast_validator({"type": "object", "properties": {"a": {"multipleOf": 2}}}) is None
-    assert _fast_validator({"allOf": [{"type": "string"}]}) is None
-    assert _fast_validator({"type": "object", "properties": {"a": {"enum": [True, 2]}}}) is None
-    assert _fast_validator({"type": "object", "properties": {"a": {"enum": [[1], 2]}}}) is None
-    assert _fast_validator({"$ref": "#/$defs/x"}) is None
+    assert fast_validator({"type": "object", "properties": {"a": {"multipleOf": 2}}}) is None
+    assert fast_validator({"allOf": [{"type": "string"}]}) is None
+    assert fast_validator({"type": "object", "properties": {"a": {"enum": [True, 2]}}}) is None
+    assert fast_validator({"type": "object", "properties": {"a": {"enum": [[1], 2]}}}) is None
+    assert fast_validator({"$ref": "#/$defs/x"}) is None

@@ -189,9 +189,13 @@ POOL_SIZE = 8  # idle workers kept: enough for one open environment per stage th
 
 
 def take_worker(*, memory_mb: int, timeout_s: float) -> WorkerProcess:
-    """An idle pooled worker with these limits, or a new one. The caller must send "load" first."""
+    """An idle pooled worker with these limits, or a new one. The caller must send "load" first.
+
+    The most recently returned one first: it holds the initial states the last environment sent
+    (its resident states), which the next environment on the same tasks then need not send again."""
     with _POOL_LOCK:
-        for i, w in enumerate(_POOL):
+        for i in range(len(_POOL) - 1, -1, -1):
+            w = _POOL[i]
             if not w.dead and w.memory_mb == int(memory_mb) and w.timeout_s == float(timeout_s):
                 return _POOL.pop(i)
     return WorkerProcess(memory_mb=memory_mb, timeout_s=timeout_s)

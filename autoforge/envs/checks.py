@@ -34,7 +34,8 @@ from typing import Any
 import jsonschema
 
 from autoforge.envs import sandbox
-from autoforge.envs.runtime import safe_validator_class, schema_error, smoke_check, tool_function
+from autoforge.envs.runtime import smoke_check, tool_function
+from autoforge.envs.validation import safe_validator_class, schema_error
 from autoforge.errors import AutoforgeError, UnsafeCodeError
 from autoforge.patterns import PatternTimeout
 from autoforge.types import ToolCode, canonical_json, state_hash
