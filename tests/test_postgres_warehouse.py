@@ -73,6 +73,18 @@ def _rows(wh: str, relation: str) -> list[str]:
     return sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
 
 
+def test_082_leaves_no_check_list_over_an_open_vocabulary(pg):
+    """tool_docs.format and tool_rules.kind lose their CHECK lists (the Python registries validate them);
+    the lifecycle CHECKs stay."""
+    url = pg.create_database("vocabulary")
+    apply_migrations(url)
+    checks = {(r["rel"], r["name"]) for r in query(
+        url, "SELECT conrelid::regclass::text AS rel, conname AS name FROM pg_constraint WHERE contype = 'c'",
+        read_only_check=False)}
+    assert {("tool_docs", "tool_docs_status_check"), ("tool_rules", "tool_rules_probe_check")} <= checks
+    assert not {("tool_docs", "tool_docs_format_check"), ("tool_rules", "tool_rules_kind_check")} & checks
+
+
 def test_migrations_build_postgres_and_keep_duckdb_checksums(pg, tmp_path):
     url = pg.create_database("migrations")
     first = apply_migrations(url)
