@@ -31,9 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from autoforge.envs.wire import dumps, loads  # noqa: E402
 from autoforge.envs.runtime import Environment  # noqa: E402
-from autoforge.envs.runtime import tool_function  # noqa: E402
+from autoforge.envs.runtime import direct_function, tool_function  # noqa: E402
 from autoforge.envs.validation import ArgValidator  # noqa: E402
-from autoforge.envs.sandbox import direct_function  # noqa: E402
 from autoforge.types import EnvironmentRecord, ToolCode  # noqa: E402
 
 Workload = tuple[str, list[ToolCode], dict, list[tuple[str, dict]]]  # name, tools, state, episode

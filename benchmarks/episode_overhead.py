@@ -39,8 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from mock_domain import mock_tools, tool_code  # noqa: E402
 
-from autoforge.envs.runtime import Environment, ResidentState, tool_function  # noqa: E402
-from autoforge.envs.sandbox import direct_function  # noqa: E402
+from autoforge.envs.runtime import Environment, ResidentState, direct_function, tool_function  # noqa: E402
 from autoforge.types import legacy_state_hash  # noqa: E402
 
 

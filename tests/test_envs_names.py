@@ -16,7 +16,8 @@ from test_synthesis_mockdomain import mock_specs, mock_toolset
 from autoforge.envs import pynames
 from autoforge.envs import prompts
 from autoforge.envs.runtime import Environment, run_tool_direct
-from autoforge.envs.sandbox import ArgBinder, check_source, load_tool, compile_tool
+from autoforge.envs.sandbox import ArgBinder, load_tool
+from autoforge.envs.static_checks import check_source, compile_tool
 from autoforge.envs.synthesis import smoke_arguments, synthesize_environment
 from autoforge.types import ToolCode, ToolSpec, content_id
 

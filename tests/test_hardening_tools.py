@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mock_domain import tool_code
 
-from autoforge.envs import _worker_client, checks, runtime, sandbox
+from autoforge.envs import _worker_client, checks, runtime, static_checks
 from autoforge.envs.checks import check_tool, output_fits
 from autoforge.envs.runtime import Environment, Observation, run_direct
 from autoforge.errors import ConfigError, UnsafeCodeError
@@ -133,7 +133,7 @@ def test_module_level_bindings_start_afresh_on_every_call(source):
 ])
 def test_hidden_state_that_is_rejected_statically_says_where_and_what_to_do(body, reason):
     with pytest.raises(UnsafeCodeError) as info:
-        sandbox.check_source(body, "t")
+        static_checks.check_source(body, "t")
     msg = str(info.value)
     assert reason in msg and "line " in msg, msg
     if "default" in reason:
@@ -341,17 +341,17 @@ def test_catastrophic_re_inside_tool_code_is_a_timeout_and_changes_nothing():
 def test_deeply_nested_code_is_rejected_with_a_reason(expr):
     src = f"def t(state):\n    return {expr}\n"
     with pytest.raises(UnsafeCodeError) as info:
-        sandbox.check_source(src, "t")
+        static_checks.check_source(src, "t")
     msg = str(info.value)
-    assert "nested" in msg and f"at most {sandbox.MAX_AST_DEPTH}" in msg and "separate statements" in msg, msg
+    assert "nested" in msg and f"at most {static_checks.MAX_AST_DEPTH}" in msg and "separate statements" in msg, msg
     res = check_tool(tool_code("t", src), {}, {})  # the synthesis check reports it, does not raise
     assert not res.ok and res.reason == "unsafe_code"
 
 
 def test_deep_but_reasonable_code_still_passes():
     chain = "".join(f"    {'if' if i == 0 else 'elif'} x == {i}:\n        return {i}\n" for i in range(150))
-    sandbox.check_source(f"def t(state, x):\n{chain}    return -1\n", "t")
-    sandbox.check_source("def t(state):\n    return " + "[" * 150 + "1" + "]" * 150 + "\n", "t")
+    static_checks.check_source(f"def t(state, x):\n{chain}    return -1\n", "t")
+    static_checks.check_source("def t(state):\n    return " + "[" * 150 + "1" + "]" * 150 + "\n", "t")
 
 
 @pytest.mark.parametrize("schema,fragment", [

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from mock_domain import SOURCES, mock_state
 
-from autoforge.envs import sandbox
-from autoforge.envs.sandbox import add_days, check_source, copy, error, next_id, run_direct
+from autoforge.envs import sandbox, static_checks
+from autoforge.envs.runtime import run_direct
+from autoforge.envs.sandbox import add_days, copy, error, next_id
+from autoforge.envs.static_checks import check_source
 from autoforge.errors import UnsafeCodeError
 
 
@@ -75,7 +77,7 @@ def test_static_check_rejects(body, where, reason):
     ("def t(state):\n    break\n", "does not compile"),
     ("def d(f):\n    return f\n@d\ndef t(state):\n    return 1\n", "decorators are not allowed"),
     ("async def t(state):\n    return 1\n", "async code is not allowed"),
-    ("x" * (sandbox.MAX_SOURCE_CHARS + 1), "the limit is"),
+    ("x" * (static_checks.MAX_SOURCE_CHARS + 1), "the limit is"),
 ])
 def test_tool_shape_rules(source, reason):
     with pytest.raises(UnsafeCodeError, match=None) as info:
@@ -129,7 +131,7 @@ def t(state, order_id: str, note: Optional[str] = None, *, tags=None) -> dict:
 def test_namespace_is_a_second_layer():
     """Code that skipped the static check still meets restricted builtins and module proxies."""
     def run(body):
-        code = sandbox.compile_tool(wrap(body), "t")
+        code = static_checks.compile_tool(wrap(body), "t")
         return sandbox.load_tool(code, "t")({})
 
     with pytest.raises(ImportError, match="not allowed"):

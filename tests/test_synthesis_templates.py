@@ -12,8 +12,7 @@ import pytest
 from test_synthesis_mockdomain import mock_specs, mock_toolset
 
 from autoforge.envs.checks import output_fits
-from autoforge.envs.runtime import Environment
-from autoforge.envs.sandbox import run_direct
+from autoforge.envs.runtime import Environment, run_direct
 from autoforge.envs.synthesis import synthesize_environment
 from autoforge.types import state_hash
 

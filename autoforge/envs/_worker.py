@@ -56,7 +56,7 @@ import sys
 import time
 from typing import Any
 
-from autoforge.envs import sandbox
+from autoforge.envs import sandbox, static_checks
 from autoforge.envs.state_hash import hash_text, value_digest
 from autoforge.envs.wire import describe_problem, dumps, encode, FrameReader, loads, MAX_FRAME, NotJSON, safe_text, show, write_frame
 from autoforge.envs.worker_state import key_ok, MISSING, Resident, RESIDENT_BYTES, RESIDENT_STATES, StoredCollection, StoredValue, value_bytes
@@ -205,7 +205,7 @@ class Worker:
                 if key not in self.compiled:  # a pooled worker sees the same tools again and again
                     if len(self.compiled) >= 4096:
                         self.compiled.clear()
-                    self.compiled[key] = sandbox.compile_tool(source, fname)
+                    self.compiled[key] = static_checks.compile_tool(source, fname)
                 self.codes[name] = (self.compiled[key], fname, dict(arg_map or {}))
                 self.load_errors[name] = None
             except Exception as e:  # noqa: BLE001 - reported to the parent

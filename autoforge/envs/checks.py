@@ -5,7 +5,7 @@ environment. Ours, in order (the first failure is the reason stored with the rej
 
 1. ``syntax_error``      it parses;
 2. ``unsafe_code``       only allowed syntax, names, attributes and imports, and it compiles
-                          (:func:`autoforge.envs.sandbox.check_source`);
+                          (:func:`autoforge.envs.static_checks.check_source`);
 3. smoke call            on the sample state, with arguments built from the tool's JSON Schema
                           (values that exist in the state preferred), in the sandbox
                           (:func:`autoforge.envs.runtime.smoke_check`): the call must succeed or
@@ -33,7 +33,7 @@ from typing import Any
 
 import jsonschema
 
-from autoforge.envs import sandbox
+from autoforge.envs import static_checks
 from autoforge.envs.runtime import smoke_check, tool_function
 from autoforge.envs.validation import safe_validator_class, schema_error
 from autoforge.errors import AutoforgeError, UnsafeCodeError
@@ -104,7 +104,7 @@ def output_fits(output: Any, schema: dict | None) -> str | None:
 def static_check(source: str, name: str) -> CheckResult:
     """Checks 1-2 (parse, allow-list, compile) without running anything."""
     try:
-        sandbox.check_source(source, name)
+        static_checks.check_source(source, name)
     except UnsafeCodeError as e:
         reason = "syntax_error" if "syntax error" in str(e) else "unsafe_code"
         return CheckResult(False, reason, str(e))

@@ -4,7 +4,7 @@ An :class:`Environment` runs an environment's accepted tool code in a sandbox wo
 (:mod:`autoforge.envs._worker`) that holds the compiled tools *and* the state, so a call moves
 only its name and arguments one way and its observation the other. Layers of containment:
 
-1. :func:`autoforge.envs.sandbox.check_source` on every tool before it is loaded (again,
+1. :func:`autoforge.envs.static_checks.check_source` on every tool before it is loaded (again,
    even for stored "accepted" code);
 2. a restricted namespace (safe builtins, proxies of a few modules);
 3. the worker process: address-space and CPU rlimits, no new files/sockets/processes, no
@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from autoforge import patterns
 from autoforge.envs import sandbox
 from autoforge.envs._worker_client import WorkerDied, WorkerProcess, check_worker, give_worker, take_worker
+from autoforge.envs.static_checks import check_source, compile_tool
 from autoforge.envs.validation import ArgValidator
 from autoforge.envs.wire import NotJSON, dumps, encode, loads, state_bytes
 from autoforge.errors import ConfigError, SandboxError
@@ -148,7 +149,7 @@ class Environment:
                 continue
             if tool.name in self._tools:
                 raise ConfigError(f"environment {env_id or ''}: two accepted tools are named {tool.name!r}")
-            sandbox.check_source(tool.source, tool_function(tool))  # stored code is checked again before it runs
+            check_source(tool.source, tool_function(tool))  # stored code is checked again before it runs
             self._tools[tool.name] = tool
         for name in self._tools:  # an earlier, rejected attempt at an accepted tool
             self.rejected.pop(name, None)
@@ -403,7 +404,7 @@ def smoke_check(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: floa
     ``output`` and ``state_hash``: output that depends on memory addresses (``repr`` of an
     object) or on the iteration order of a set of strings differs between the two processes.
     Runs whatever the tool's status (this is how code gets accepted), but only after
-    :func:`~autoforge.envs.sandbox.check_source` (raises
+    :func:`~autoforge.envs.static_checks.check_source` (raises
     :class:`~autoforge.errors.UnsafeCodeError`). A call that returns or leaves a non-JSON value
     is ``crashed``. Check workers are reused for up to ``CHECKS_PER_WORKER`` checks, then
     replaced by never-used ones, so most checks start no process.
@@ -429,11 +430,36 @@ def smoke_check(tool: ToolCode, state: dict, arguments: dict, *, timeout_s: floa
     return results[0], results[1]
 
 
+# --------------------------------------------------------------------------- direct execution
+
+_DIRECT: dict[tuple[str, str], Callable[..., Any]] = {}
+
+
+def direct_function(source: str, name: str) -> Callable[..., Any]:
+    """The checked tool function ``name`` (the *Python* name) loaded in *this* process (cached).
+    Benchmarks and tests only."""
+    key = (source, name)
+    fn = _DIRECT.get(key)
+    if fn is None:
+        check_source(source, name)
+        fn = _DIRECT[key] = sandbox.load_tool(compile_tool(source, name), name)
+    return fn
+
+
 def run_direct(source: str, name: str, state: dict, arguments: dict, *, arg_map: dict[str, str] | None = None) -> Any:
-    """In-process execution WITHOUT the sandbox (benchmark baseline, tests). See sandbox.run_direct."""
-    return sandbox.run_direct(source, name, state, arguments, arg_map=arg_map)
+    """Call a tool in-process WITHOUT the sandbox: no limits, ``state`` is mutated in place.
+
+    ``name`` is the Python function name (``ToolCode.function_name``); ``arguments`` use the
+    public names, renamed by ``arg_map`` (``ToolCode.arg_map``). The baseline of
+    ``benchmarks/env_throughput.py`` and a test helper. Never use it on code you have not also
+    run through the sandbox: a ``while True`` here hangs the caller.
+    """
+    fn = direct_function(source, name)
+    if arg_map:
+        arguments = sandbox.ArgBinder(fn, arg_map).bind(arguments)
+    return fn(state, **arguments)
 
 
 def run_tool_direct(tool: ToolCode, state: dict, arguments: dict) -> Any:
     """:func:`run_direct` for a ToolCode: its Python function, arguments renamed by its ``arg_map``."""
-    return sandbox.run_direct(tool.source, tool_function(tool), state, arguments, arg_map=tool.arg_map)
+    return run_direct(tool.source, tool_function(tool), state, arguments, arg_map=tool.arg_map)
