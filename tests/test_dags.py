@@ -316,22 +316,24 @@ def test_sampled_dags_use_every_op_family(env, tools, graph):
 def test_auto_start_uses_lookups_then_reads_then_tools_with_no_required_id():
     from autoforge.dags.sample import sample_env
     from autoforge.dags.sequences import start_tools
+    from autoforge.pipeline import SampleParams
 
+    knobs = SampleParams().model_dump(include={"min_len", "max_len", "start", "dag_variants"})  # the stage's defaults
     env, tools = m.make_env(), m.make_tools()
-    res = sample_env(env, tools, seed=0, walks=10, merges=0)  # the mock shop has lookups
+    res = sample_env(env, tools, seed=0, walks=10, merges=0, **knobs)  # the mock shop has lookups
     assert res.sequences and {s.start_rule for s in res.sequences} == {"lookup"}
     # without its lookups, walks start at any read; without any read, at tools that need no id
     no_lookup = [t for t in tools if not t.name.startswith("find_")]
-    res = sample_env(env, no_lookup, seed=0, walks=10, merges=0)
+    res = sample_env(env, no_lookup, seed=0, walks=10, merges=0, **knobs)
     assert res.sequences and {s.start_rule for s in res.sequences} == {"read"}
     graph = build_graph(env, tools)
     keys = {c.primary_key for c in env.state_schema.collections}
     entry = start_tools(graph, {t.name: t for t in tools}, keys, "entry")
     assert "find_user_id_by_email" in entry and "get_order" not in entry
     # with no write at all, walks over reads become answer sequences (the last read answers the user)
-    reads = sample_env(env, [t for t in tools if t.effect == "read"], seed=0, walks=5, merges=0)
+    reads = sample_env(env, [t for t in tools if t.effect == "read"], seed=0, walks=5, merges=0, **knobs)
     assert reads.sequences and {s.goal for s in reads.sequences} == {"answer"}
     assert reads.dags and all(d.answer is not None for d in reads.dags)
     # with nothing to walk at all, the rejection says which rules were tried
-    none = sample_env(env, [], seed=0, walks=5, merges=0)
+    none = sample_env(env, [], seed=0, walks=5, merges=0, **knobs)
     assert not none.sequences and "lookup, read, entry" in none.rejections[-1].detail

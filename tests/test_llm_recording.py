@@ -10,6 +10,7 @@ from stub_openai_server import StubOpenAIServer, json_reply
 from autoforge.llm import MemoryRecorder, get_client
 from autoforge.settings import get_settings
 from autoforge.dags.sample import sample_env
+from autoforge.pipeline import SampleParams
 from autoforge.pipeline.common import persist
 from autoforge.types import Run
 from autoforge.warehouse import query
@@ -26,7 +27,8 @@ def test_sample_stage_with_llm_edges_records_calls(warehouse):
         settings = get_settings(openai_base_url=srv.base_url, openai_model="stub-model")
         client = get_client(settings, backend="openai", recorder=MemoryRecorder(), backoff_base_s=0.001)
         run = Run.make("sample", {"test": "llm-recording"})
-        res = sample_env(make_env(), make_tools(), 0, walks=10, merges=5, client=client, run_id=run.run_id)
+        res = sample_env(make_env(), make_tools(), 0, walks=10, merges=5, client=client, run_id=run.run_id,
+                         **SampleParams().model_dump(include={"min_len", "max_len", "start", "dag_variants"}))
         assert srv.n_requests >= 1
     assert res.graph.method.startswith("openai") and res.graph.edges
     assert len(res.llm_calls) == srv.n_requests and all(c.run_id == run.run_id for c in res.llm_calls)

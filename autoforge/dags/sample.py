@@ -43,10 +43,10 @@ class SampleResult:
 AUTO_STARTS: tuple[StartRule, ...] = ("lookup", "read", "entry")  # start="auto" tries these in order
 
 
-def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walks: int = 40, merges: int = 40,
-               min_len: int = 2, max_len: int = 5, start: StartRule | Literal["auto"] = "auto", dag_variants: int = 2,
-               client: Any = None, knobs: DagKnobs | None = None, run_id: str | None = None) -> SampleResult:
-    """Graph -> walks + merges -> DAGs for one environment.
+def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walks: int, merges: int, min_len: int,
+               max_len: int, start: StartRule | Literal["auto"], dag_variants: int, client: Any = None,
+               knobs: DagKnobs | None = None, run_id: str | None = None) -> SampleResult:
+    """Graph -> walks + merges -> DAGs for one environment (the knobs' defaults: ``pipeline.SampleParams``).
 
     ``start="auto"``: walks start where the graph offers — at lookups (reads the user can call
     with what they know), else at any read, else at any tool with no required id — and each

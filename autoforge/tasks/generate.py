@@ -315,12 +315,12 @@ class StageResult:
         return [*self.tasks, *self.results, *self.rejections, *self.llm_calls]
 
 
-def generate_env(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskDag], seed: int, *, tasks_per_env: int = 120,
-                 attempts_per_task: int = 4, env_factory: EnvFactory | None = None, client: Any = None,
+def generate_env(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskDag], seed: int, *, tasks_per_env: int,
+                 attempts_per_task: int, env_factory: EnvFactory | None = None, client: Any = None,
                  skip_ids: set[str] | None = None, test_fraction: float = TEST_FRACTION, batch_id: str | None = None,
                  run_id: str | None = None) -> StageResult:
     """Stage 4 for one environment: up to ``tasks_per_env`` tasks from its DAGs, in at most
-    ``tasks_per_env * attempts_per_task`` instantiations."""
+    ``tasks_per_env * attempts_per_task`` instantiations (their defaults: ``pipeline.GenerateParams``)."""
     tasks, rejections = generate_tasks(env, tools, dags, seed, n_tasks=tasks_per_env,
                                        max_attempts=tasks_per_env * attempts_per_task, env_factory=env_factory, client=client,
                                        test_fraction=test_fraction, skip_ids=skip_ids, batch_id=batch_id, run_id=run_id)
