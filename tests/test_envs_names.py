@@ -18,7 +18,8 @@ from autoforge.envs import prompts
 from autoforge.envs.runtime import Environment, run_tool_direct
 from autoforge.envs.sandbox import ArgBinder, load_tool
 from autoforge.envs.static_checks import check_source, compile_tool
-from autoforge.envs.synthesis import smoke_arguments, synthesize_environment
+from autoforge.envs.smoke import smoke_arguments
+from autoforge.envs.synthesis import synthesize_environment
 from autoforge.types import ToolCode, ToolSpec, content_id
 
 S = {"type": "string"}

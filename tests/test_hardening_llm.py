@@ -23,7 +23,7 @@ from test_synthesis_llm import SCHEMA as LLM_SCHEMA, ScriptedLLM, specs3
 from test_synthesis_llm import reply as tool_reply
 from test_synthesis_mockdomain import mock_toolset
 
-from autoforge.envs import synthesis
+from autoforge.envs import rule_engine, synthesis
 from autoforge.envs.checks import CheckResult
 from autoforge.errors import SandboxError
 from autoforge.llm.messages import MAX_JSON_DEPTH, json_depth, parse_json_content
@@ -191,7 +191,7 @@ def test_a_probe_that_raises_fails_its_rules_not_the_environment(monkeypatch):
     def probe(*a, **kw):
         raise OverflowError("int too large to convert to float")
 
-    monkeypatch.setattr(synthesis, "_probe", probe)
+    monkeypatch.setattr(rule_engine, "probe_tool", probe)
     specs = [s for s in specs3() if s.name == "cancel_order"]
     llm = ScriptedLLM(LLM_SCHEMA, {"cancel_order": [tool_reply(CANCEL_ORDER, "write", "orders")]})
     res = synthesis.synthesize_environment(mock_toolset(specs), specs, client=llm, settings=get_settings())

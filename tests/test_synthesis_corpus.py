@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from autoforge.envs.runtime import Environment
-from autoforge.envs.synthesis import smoke_arguments, synthesize_environment, toolset_specs
+from autoforge.envs.smoke import smoke_arguments
+from autoforge.envs.synthesis import synthesize_environment, toolset_specs
 from autoforge.tooldocs.ingest import ingest_bundled
 
 CORPUS = ingest_bundled()

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from autoforge.envs.runtime import Environment
-from autoforge.envs.synthesis import smoke_arguments, synthesize_environment, toolset_specs
+from autoforge.envs.smoke import smoke_arguments
+from autoforge.envs.synthesis import synthesize_environment, toolset_specs
 from autoforge.tooldocs.ingest import ingest_paths
 
 FIXTURES = Path(__file__).parent / "fixtures" / "heldout_tooldocs"

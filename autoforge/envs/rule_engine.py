@@ -5,7 +5,8 @@ Here: :func:`argument_checks` writes the Python lines that refuse a call breakin
 rule; :func:`tool_rules` turns parsed rules into :class:`ToolRule` records; :func:`probe_rules`
 and :func:`probe_argument_rules` check every enforced rule in the sandbox (a call that breaks it
 is refused with an error observation and leaves the state unchanged, a call that keeps it
-succeeds and sets the stated result); :func:`rule_counts` sums them up.
+succeeds and sets the stated result), :class:`Probes` runs them on one sandboxed environment
+per synthesized environment; :func:`rule_counts` sums them up.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from autoforge.domain.argument_rules import is_argument_rule
 from autoforge.domain.rule_kinds import ENFORCED_KINDS, ParsedRule
+from autoforge.envs.smoke import describe, smoke_arguments
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import ToolRule, ToolSpec, content_id
 
@@ -300,3 +302,62 @@ def rule_counts(rules: list[ToolRule]) -> dict[str, Any]:
             "probe_passed": sum(r.probe == "passed" for r in rules),
             "probe_failed": sum(r.probe == "failed" for r in rules),
             "not_enforced": sum(r.enforcement != "code" for r in rules), "not_enforced_by_kind": by_kind}
+
+
+# --------------------------------------------------------------------------- probing one environment
+
+
+class Probes:
+    """The rule probes of one environment, on one sandboxed Environment of its accepted tools,
+    opened at the first tool that has an enforced rule. A probe that raises (the sandbox, the
+    tool's output) marks that tool's enforced rules ``probe: failed`` with what was raised, and
+    the next probe gets a fresh Environment."""
+
+    def __init__(self, accepted: list[ToolCode], env_id: str):
+        self.accepted, self.env_id, self.env = accepted, env_id, None
+
+    def run(self, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
+            kind: str) -> list[ToolRule]:
+        if not any(r.enforcement == "code" for r in rows):
+            return rows
+        from autoforge.envs.runtime import Environment
+
+        try:
+            self.env = self.env or Environment(self.accepted, env_id=self.env_id)
+            return probe_tool(self.env, tool, spec, rows, state, schema, kind)
+        except Exception as exc:  # noqa: BLE001 - a probe that cannot run fails its rules, not the stage
+            self.close()
+            detail = f"the probe of {tool.name} raised {describe(exc)}"
+            return [r.model_copy(update={"probe": "failed", "probe_detail": detail}) if r.enforcement == "code" else r
+                    for r in rows]
+
+    def close(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001, S110 - a sandbox that will not close is gone already
+                pass
+
+    def __enter__(self) -> "Probes":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def probe_tool(env: Any, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
+           kind: str) -> list[ToolRule]:
+    """Every enforced rule of one tool probed in ``env``: status and timestamp rules, then argument rules,
+    with smoke-call arguments around the sample records."""
+    def args_for(st: dict, idx: int) -> dict:
+        return smoke_arguments(spec, st, schema, tool.collection, kind, idx, tool.arg_map)
+
+    rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, kind, args_for)
+    return probe_argument_rules(env, tool, rows, state, args_for)
+
+
+def public_names(rule: ToolRule, public: dict[str, str]) -> ToolRule:
+    """A rule as the user reads it: the parameters it names by their documented names."""
+    values = [public.get(v, v) if isinstance(v, str) else v for v in rule.values] if rule.kind == "constraint" else rule.values
+    return rule.model_copy(update={"field": public.get(rule.field, rule.field) if rule.field else None, "values": values})

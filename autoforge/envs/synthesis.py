@@ -20,7 +20,7 @@ A bad tool never crashes the stage, whatever the checks underneath raise or retu
 * anything raised while one tool is checked (``RecursionError`` from 500-deep code,
   ``MemoryError``, ``OverflowError``, ``ValueError`` from a non-JSON output, a ``jsonschema`` /
   ``referencing`` error from a dangling ``$ref``, ``SandboxError``, ...) is that tool's failed
-  check (:func:`raised_check`: a reason such as ``too_deep``, ``invalid_output_schema``,
+  check (:func:`autoforge.envs.smoke.raised_check`: a reason such as ``too_deep``, ``invalid_output_schema``,
   ``check_error``, and a hint), stored as a :class:`Rejection` and, on the LLM path, sent back
   for repair like any other failure;
 * anything raised while a rule is probed marks that tool's enforced rules ``probe: failed``;
@@ -37,26 +37,25 @@ result replace better stored rows.
 
 from __future__ import annotations
 
-import sys
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from autoforge.envs import prompts
 from autoforge.domain.canonical import canonical_specs
-from autoforge.envs.checks import CheckResult, check_tool
-from autoforge.envs.sample import sample_arguments, sample_state
 from autoforge.domain.entities import plan_tools
 from autoforge.domain.state import offline_state_schema
-from autoforge.envs import pynames
-from autoforge.envs.rule_engine import probe_argument_rules, probe_rules, rule_counts, tool_rules
+from autoforge.envs import prompts, pynames
+from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.code.compute import compute_draft
 from autoforge.envs.code.offline import offline_tool_code
-from autoforge.tooldocs.schema import props
+from autoforge.envs.rule_engine import Probes, public_names, rule_counts, tool_rules
+from autoforge.envs.sample import sample_arguments, sample_state
+from autoforge.envs.smoke import describe, guarded_check, smoke_arguments
 from autoforge.errors import ConfigError, LLMError
-from autoforge.llm.messages import clip, json_depth
+from autoforge.llm.messages import json_depth
+from autoforge.tooldocs.schema import props
 from autoforge.types import (
     CollectionSpec,
     EnvironmentRecord,
@@ -244,10 +243,10 @@ def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list
                    schema: StateSchema, plans: dict, cspecs: list[ToolSpec], run_id: str | None) -> list[ToolRule]:
     """Every tool's prose rules as records; each rule the accepted code enforces is probed in the sandbox."""
     out: list[ToolRule] = []
-    with _Probes([t for t in tools if t.status == "accepted"], env_id) as probes:
+    with Probes([t for t in tools if t.status == "accepted"], env_id) as probes:
         for spec, cspec, draft, tool in zip(specs, cspecs, drafts, tools):
             public = dict(zip(props(cspec.parameters), props(spec.parameters)))  # canonical -> public names
-            rows = [_public_names(r, public) for r in tool_rules(env_id, spec, draft.rules, run_id)]
+            rows = [public_names(r, public) for r in tool_rules(env_id, spec, draft.rules, run_id)]
             if tool.status != "accepted":
                 rows = [r.model_copy(update={"enforcement": "not enforced"}) for r in rows]
             else:
@@ -256,99 +255,7 @@ def _offline_rules(env_id: str, specs: list[ToolSpec], drafts: list, tools: list
     return out
 
 
-class _Probes:
-    """The rule probes of one environment, on one sandboxed Environment of its accepted tools,
-    opened at the first tool that has an enforced rule. A probe that raises (the sandbox, the
-    tool's output) marks that tool's enforced rules ``probe: failed`` with what was raised, and
-    the next probe gets a fresh Environment."""
-
-    def __init__(self, accepted: list[ToolCode], env_id: str):
-        self.accepted, self.env_id, self.env = accepted, env_id, None
-
-    def run(self, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
-            kind: str) -> list[ToolRule]:
-        if not any(r.enforcement == "code" for r in rows):
-            return rows
-        from autoforge.envs.runtime import Environment
-
-        try:
-            self.env = self.env or Environment(self.accepted, env_id=self.env_id)
-            return _probe(self.env, tool, spec, rows, state, schema, kind)
-        except Exception as exc:  # noqa: BLE001 - a probe that cannot run fails its rules, not the stage
-            self.close()
-            detail = f"the probe of {tool.name} raised {describe(exc)}"
-            return [r.model_copy(update={"probe": "failed", "probe_detail": detail}) if r.enforcement == "code" else r
-                    for r in rows]
-
-    def close(self) -> None:
-        env, self.env = self.env, None
-        if env is not None:
-            try:
-                env.close()
-            except Exception:  # noqa: BLE001, S110 - a sandbox that will not close is gone already
-                pass
-
-    def __enter__(self) -> "_Probes":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def _probe(env: Any, tool: ToolCode, spec: ToolSpec, rows: list[ToolRule], state: dict, schema: StateSchema,
-           kind: str) -> list[ToolRule]:
-    """Every enforced rule of one tool probed in ``env``: status and timestamp rules, then argument rules,
-    with smoke-call arguments around the sample records."""
-    def args_for(st: dict, idx: int) -> dict:
-        return smoke_arguments(spec, st, schema, tool.collection, kind, idx, tool.arg_map)
-
-    rows = probe_rules(env, tool, spec, rows, state, schema, tool.collection, kind, args_for)
-    return probe_argument_rules(env, tool, rows, state, args_for)
-
-
-def _public_names(rule: ToolRule, public: dict[str, str]) -> ToolRule:
-    """A rule as the user reads it: the parameters it names by their documented names."""
-    values = [public.get(v, v) if isinstance(v, str) else v for v in rule.values] if rule.kind == "constraint" else rule.values
-    return rule.model_copy(update={"field": public.get(rule.field, rule.field) if rule.field else None, "values": values})
-
-
 MAX_SMOKE_RECORDS = 8  # sample records tried as the smoke call's subject before settling for an error observation
-
-
-def smoke_arguments(spec: ToolSpec, state: dict, schema: StateSchema, collection: str | None, kind: str,
-                    record_index: int = 0, arg_map: dict[str, str] | None = None) -> dict:
-    """Smoke-call arguments around record ``record_index`` of the tool's main collection: real
-    ids and field values of the sample state where they fit.
-
-    ``arg_map`` (ToolCode.arg_map): the values are chosen by the code's Python names (``assetTag``
-    -> ``asset_id`` finds the assets), the arguments keep the public names. A link tool gets a
-    linked record other than the one already linked, so the call does not hit "already assigned"."""
-    if arg_map:
-        params = spec.parameters or {}
-        renamed = {**params, "properties": {arg_map.get(k, k): v for k, v in (params.get("properties") or {}).items()},
-                   "required": [arg_map.get(r, r) for r in params.get("required") or []]}
-        public = {py: p for p, py in arg_map.items()}
-        inner = smoke_arguments(spec.model_copy(update={"parameters": renamed}), state, schema, collection, kind,
-                                record_index)
-        return {public.get(k, k): v for k, v in inner.items()}
-    args = sample_arguments(spec.parameters, state, schema, collection, record_index=record_index,
-                            fresh=kind == "create")
-    if kind == "link" and collection:
-        main = sorted(state.get(collection, {}))
-        current = state[collection][main[record_index % len(main)]] if main else {}
-        for p, v in list(args.items()):
-            coll = _collection_of(p, schema, collection)
-            keys = sorted(state.get(coll.name, {})) if coll is not None and coll.name != collection else []
-            taken = {x for val in current.values() for x in (val if isinstance(val, list) else [val]) if isinstance(x, str)}
-            if isinstance(v, str) and v in taken:
-                args[p] = next((k for k in keys if k not in taken), v)
-    return args
-
-
-def _collection_of(param: str, schema: StateSchema, main: str | None):
-    from autoforge.envs.sample import collection_for
-
-    return collection_for(param, schema, main)
 
 
 def smoke_until_success(tool: ToolCode, spec: ToolSpec, state: dict, schema: StateSchema, collection: str | None,
@@ -366,43 +273,6 @@ def smoke_until_success(tool: ToolCode, spec: ToolSpec, state: dict, schema: Sta
         if not (isinstance(res.output, dict) and "error" in res.output):
             return res
     return first
-
-
-def guarded_check(where: str, check: Callable[[], CheckResult]) -> CheckResult:
-    """``check()``, or :func:`raised_check` of whatever it raised: a bad tool is rejected, never a crash."""
-    try:
-        return check()
-    except Exception as exc:  # noqa: BLE001 - see the module docstring
-        return raised_check(exc, where)
-
-
-def describe(exc: BaseException, limit: int = 500) -> str:
-    """``Type: message`` of ``exc``, clipped; safe for exceptions whose ``str()`` itself raises."""
-    try:
-        text = str(exc)
-    except Exception:  # noqa: BLE001 - e.g. a referencing error built without its resource
-        text = f"(its message could not be formatted; args {clip(repr(getattr(exc, 'args', ())), limit)})"
-    return f"{type(exc).__name__}: {clip(text, limit) or '(no message)'}"
-
-
-def raised_check(exc: BaseException, where: str, arguments: dict | None = None) -> CheckResult:
-    """The failed check that ``where`` raising ``exc`` stands for: a reason, what was raised, and
-    how the code can avoid it (the LLM repairs from this text)."""
-    if isinstance(exc, RecursionError):
-        reason, hint = "too_deep", (f"the code, its output or its output schema nests deeper than the checks can follow "
-                                    f"(Python's recursion depth limit is {sys.getrecursionlimit()}); flatten deeply "
-                                    "nested expressions, brackets and data")
-    elif isinstance(exc, MemoryError):
-        reason, hint = "memory_limit", "checking it ran out of memory; build smaller values"
-    elif type(exc).__module__.split(".")[0] in ("jsonschema", "referencing"):
-        reason, hint = "invalid_output_schema", ("the declared output_schema is not usable JSON Schema (every $ref must "
-                                                 "resolve inside the schema itself); fix it or leave it out")
-    elif isinstance(exc, OverflowError):
-        reason, hint = "check_error", "a number is out of range; numbers must fit a 64-bit float"
-    else:
-        reason, hint = "check_error", ("the checks could not handle the code or its output; return plain JSON values "
-                                       "(numbers that fit a 64-bit float, strings, lists, dicts)")
-    return CheckResult(False, reason, f"{where} raised {describe(exc)}; {hint}", arguments or {})
 
 
 def _env_id(toolset: ToolSet, schema: StateSchema, sources: list[str]) -> str:
@@ -493,7 +363,7 @@ def _llm_rules(env_id: str, specs: list[ToolSpec], tools: list[ToolCode], state:
 
     by_name = {c.name: c for c in schema.collections}
     out: list[ToolRule] = []
-    with _Probes([t for t in tools if t.status == "accepted"], env_id) as probes:
+    with Probes([t for t in tools if t.status == "accepted"], env_id) as probes:
         for spec, tool in zip(specs, tools):
             coll = by_name.get(tool.collection or "")
             parsed = parse_rules(spec, coll)
@@ -590,7 +460,7 @@ def acceptance_table(results: list[SynthesisResult]) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "SYSTEMIC_REASONS", "SynthesisResult", "ToolCodeReply", "TOOL_CODE_CONTRACT", "acceptance_table", "describe",
-    "failed_environment", "guarded_check", "normalize_schema", "raised_check", "select_toolsets", "smoke_arguments",
+    "SYSTEMIC_REASONS", "SynthesisResult", "ToolCodeReply", "TOOL_CODE_CONTRACT", "acceptance_table",
+    "failed_environment", "normalize_schema", "select_toolsets",
     "synthesize_all", "synthesize_environment", "toolset_specs",
 ]

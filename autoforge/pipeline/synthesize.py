@@ -38,10 +38,10 @@ from pydantic import Field
 
 from autoforge.dags.graph import build_graph, is_key_param, key_fields, required_params
 from autoforge.dags.sample import unreachable_writes
+from autoforge.envs.smoke import describe
 from autoforge.envs.synthesis import (
     SynthesisResult,
     acceptance_table,
-    describe,
     failed_environment,
     select_toolsets,
     synthesize_environment,
