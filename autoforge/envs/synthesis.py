@@ -72,10 +72,6 @@ from autoforge.types import (
 
 STAGE = "synthesize"
 
-# The calling convention the sandbox enforces (autoforge.envs.sandbox), told to the LLM: one text,
-# owned by the synthesis prompts (autoforge.envs.prompts) and built from the sandbox's constants.
-TOOL_CODE_CONTRACT = prompts.TOOL_CODE_CONTRACT
-
 # Bounds on one LLM reply for a tool: a longer source or a deeper output schema is invalid and goes
 # back to the model (the client's repair), before any check has to parse or walk it.
 MAX_SOURCE_CHARS = 50_000
@@ -316,7 +312,7 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
         tool: ToolCode | None = None
         fname, arg_names = pynames.function_name(spec.name), pynames.argument_names(list((spec.parameters or {}).get("properties") or {}))
         names = {"function_name": fname, "arg_names": arg_names}
-        messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=TOOL_CODE_CONTRACT,
+        messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=prompts.TOOL_CODE_CONTRACT,
                                      rules=_rule_briefs(spec, schema), **names)
         for attempt in range(1, max_repairs + 2):
             step = "tool_code" if attempt == 1 else "tool_repair"
@@ -337,7 +333,7 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
                 break
             failures.append((res, attempt))
             tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
-            messages = prompts.tool_repair(spec, schema_json, reply.source, res.message(), contract=TOOL_CODE_CONTRACT,
+            messages = prompts.tool_repair(spec, schema_json, reply.source, res.message(), contract=prompts.TOOL_CODE_CONTRACT,
                                            repair=attempt, **names)
         assert tool is not None
         pending.append((spec, tool, failures))
@@ -460,7 +456,7 @@ def acceptance_table(results: list[SynthesisResult]) -> list[dict[str, Any]]:
 
 
 __all__ = [
-    "SYSTEMIC_REASONS", "SynthesisResult", "ToolCodeReply", "TOOL_CODE_CONTRACT", "acceptance_table",
+    "SYSTEMIC_REASONS", "SynthesisResult", "ToolCodeReply", "acceptance_table",
     "failed_environment", "normalize_schema", "select_toolsets",
     "synthesize_all", "synthesize_environment", "toolset_specs",
 ]
