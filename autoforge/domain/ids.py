@@ -9,7 +9,7 @@ pattern ``^AC\\d{4}$`` or an example ``'INV-00042'`` documents the ids' prefix a
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from autoforge.domain import words as nm
 from autoforge.domain.values import example_value
@@ -117,6 +117,18 @@ def id_value(coll: CollectionSpec | None, key: Any) -> Any:
 
 def is_integer_ids(coll: CollectionSpec | None) -> bool:
     return coll is not None and getattr(coll, "id_type", "string") == "integer"
+
+
+def free_key(coll: CollectionSpec, table: dict, offset: int = 0, *, width: int | None = None,
+             avoid: Iterable[Any] = ()) -> Any:
+    """A key of ``coll`` no record in ``table`` has and not in ``avoid``, shaped like its ids
+    (``n_0005``, ``5``; ``width`` digits, default the collection's)."""
+    n, avoid = len(table) + 1 + offset, list(avoid)
+    while True:
+        key = str(n) if is_integer_ids(coll) else f"{coll.id_prefix}{n:0{max(width or coll.id_width, 1)}d}"
+        if key not in table and id_value(coll, key) not in avoid:
+            return id_value(coll, key)
+        n += 1
 
 
 def walk_ids(specs: list[ToolSpec]):

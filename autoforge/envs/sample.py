@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import string
 import time
-from typing import Any, Iterable
+from typing import Any
 
 try:  # the regular-expression parser (renamed in Python 3.11)
     from re import _constants as C, _parser as sre_parse  # type: ignore[attr-defined]
@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 from autoforge.domain import values as D
 from autoforge.domain import words as nm
 from autoforge.domain.fields import list_filter_field
-from autoforge.domain.ids import id_param_entity, id_shape, id_value, is_integer_ids
+from autoforge.domain.ids import free_key, id_param_entity, id_shape, id_value, is_integer_ids
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
@@ -407,18 +407,6 @@ def sample_arguments(parameters: dict, state: dict, schema: StateSchema, main: s
         if found or p in required:
             args[p] = value if found else schema_value(ps, p, i=len(state.get(main) or {}) + record_index, ids=ids)
     return args
-
-
-def free_key(coll: CollectionSpec, table: dict, offset: int = 0, *, width: int | None = None,
-             avoid: Iterable[Any] = ()) -> Any:
-    """A key of ``coll`` no record in ``table`` has and not in ``avoid``, shaped like its ids
-    (``n_0005``, ``5``; ``width`` digits, default the collection's)."""
-    n, avoid = len(table) + 1 + offset, list(avoid)
-    while True:
-        key = str(n) if is_integer_ids(coll) else f"{coll.id_prefix}{n:0{max(width or coll.id_width, 1)}d}"
-        if key not in table and id_value(coll, key) not in avoid:
-            return id_value(coll, key)
-        n += 1
 
 
 def _nth(table: dict, i: int) -> dict | None:

@@ -31,8 +31,8 @@ from typing import Any
 from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.domain.values import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
-from autoforge.domain.ids import id_key, id_value, is_integer_ids, MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH
-from autoforge.envs.sample import MAX_ITEMS, free_key
+from autoforge.domain.ids import free_key, id_key, id_value, is_integer_ids, MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH
+from autoforge.envs.sample import MAX_ITEMS
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.tooldocs.schema import documented_pattern
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
