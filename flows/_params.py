@@ -59,13 +59,18 @@ def model_flow(model: type[BaseModel], *, exclude: Iterable[str] = (), run: Iter
                              default=None) for n in run if n not in fields])
 
     def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
+        takes, wants = list(inspect.signature(body).parameters), ["params", *(n for n in run if n not in fields)]
+        if takes != wants:
+            raise TypeError(f"flow body {body.__name__} takes ({', '.join(takes)}); model_flow calls it with "
+                            f"({', '.join(wants)})")
+
         @functools.wraps(body)
         def fn(*args: Any, **kwargs: Any) -> Any:
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
             values = dict(bound.arguments)
             params = model(**{n: values[n] for n in fields})
-            return body(params, **{n: values[n] for n in run})
+            return body(params, **{n: values[n] for n in run if n not in fields})
 
         fn.__signature__ = sig  # type: ignore[attr-defined]  # what Prefect and inspect.signature read
         fn.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()} | {

@@ -120,3 +120,12 @@ def test_cli_flag_defaults_are_none_or_the_model_default(cmd):
         if action.default is not None and not (action.dest == "paths" and action.default == []):
             assert action.default == default(model, action.dest), (cmd, action.dest, action.default)
     assert checked, f"autoforge {cmd}: no flag names a field of {model.__name__}"
+
+
+def test_model_flow_refuses_a_body_that_does_not_match_and_an_unknown_run_parameter():
+    from flows._params import model_flow
+
+    with pytest.raises(TypeError, match=r"calls it with \(params, warehouse, batch_id, task_runner, dask_address\)"):
+        model_flow(VerifyParams)(lambda params, warehouse: None)
+    with pytest.raises(ValueError, match="unknown run parameter"):
+        model_flow(VerifyParams, run=("warehous",))
