@@ -386,6 +386,9 @@ class GoldAnswer(Record):
     field: str = "answer"  # what was asked for, in words
 
 
+TaskKindName = Annotated[str, registered("autoforge.tasks.kinds", "TASK_KINDS", "task kind")]
+
+
 class Task(Record):
     """D_k = (Q_k, S_k, S*_k, F): request, initial state, gold final state, tools (via env_id).
 
@@ -409,7 +412,7 @@ class Task(Record):
     split: Literal["train", "test"] = "train"
     batch_id: str | None = None
     run_id: str | None = None
-    kind: Annotated[str, registered("autoforge.tasks.kinds", "TASK_KINDS", "task kind")] = "state"
+    kind: TaskKindName = "state"
     gold_answer: GoldAnswer | None = None  # kind=answer: what the final message must state
     # Set by verify (sql/081): tasks.generate.duplicate_key and blueprint_key of the task, so a later batch
     # reads two strings per verified task instead of every stored task's states and DAG.

@@ -30,7 +30,7 @@ from autoforge.pipeline.export import relation_columns, relation_rows, tasks_in
 from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT
 from autoforge.rollout.toolcalls import SCHEMA_STYLES, tool_schemas
 from autoforge.rollout.users import OfflineUser
-from autoforge.types import Task
+from autoforge.types import Task, TaskKindName
 
 TASK_COLUMNS = ("task_id", "env_id", "request")  # a relation with these columns holds one row per task
 SPLITS = ("train", "test")
@@ -57,7 +57,7 @@ class TaskRow(BaseModel):
     env_name: str = Field(description="the environment's name (its tool set); route multi-environment training by it")
     dag_id: str = Field(description="the task's blueprint (`task_dags.dag_id`)")
     split: Literal["train", "test"] = Field(description="train, or test (held out); from the task id's hash")
-    kind: Literal["state", "answer"] = Field(
+    kind: TaskKindName = Field(
         description="state: the reward compares the final state's hash with gold_state_hash; answer: a read-only "
                     "task, the agent's final message must state gold_answer")
     status: Literal["generated", "verified", "rejected"] = Field(
