@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import typing
-
 import pytest
 
 from autoforge.domain.rule_kinds import ENFORCED_KINDS, RULE_KINDS, ParsedRule, rule_kind
@@ -27,6 +25,9 @@ def test_unknown_kind_raises_with_the_valid_names():
 
 
 def test_tool_rule_record_accepts_exactly_the_registered_kinds():
-    # ToolRule.kind (autoforge/types.py) spells the same names as a Literal: they must not drift apart
-    literal = typing.get_args(ToolRule.model_fields["kind"].annotation)
-    assert set(literal) == set(RULE_KINDS)
+    # ToolRule.kind (autoforge/types.py) is checked against the same registry
+    row = dict(rule_id="r", env_id="e", tool_id="t", tool="cancel_order", text="Only pending orders")
+    for name in RULE_KINDS:
+        assert ToolRule(kind=name, **row).kind == name
+    with pytest.raises(ValueError, match="unknown rule kind 'policy'"):
+        ToolRule(kind="policy", **row)
