@@ -18,6 +18,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("AUTOFORGE_LOCK_TIMEOUT", "5")
 
+# Prefect binds its console log handler to the sys.stderr it finds when it first sets up logging.
+# A test that first imports it under capsys (a CLI test that reaches flows/) leaves that handler
+# writing to a stream closed after the test, and every later flow run fails inside logging. Set it
+# up here, once, on the session's own stream.
+import prefect.main  # noqa: E402,F401  (prefect.main sets up Prefect's logging; `import prefect` alone is lazy)
+
 
 @pytest.fixture
 def warehouse(tmp_path) -> str:
