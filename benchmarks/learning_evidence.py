@@ -282,7 +282,7 @@ def main_single(argv=None) -> dict:
         sft_out = run_training(wh, sft_cfg, progress=printer(t0), out_dir=out / "sft")
         nll = {"base": heldout_nll(str(out / "sft" / "base"), wh, sft_cfg), "sft": heldout_nll(sft_out["checkpoint"], wh, sft_cfg)}
     sft_wall = time.perf_counter() - t
-    sft_ckpt = sft_out["checkpoint"] or str(base)  # --sft-epochs 0: the arms start from --base (an SFT checkpoint made elsewhere)
+    sft_ckpt = sft_out["checkpoint"] or str(out / "sft" / "base")  # --sft-epochs 0: the arms start from the tiny base built there
     print(f"  held-out gold-dialogue NLL per agent token: base {nll['base']:.3f} -> after SFT {nll['sft']:.3f}", flush=True)
     # what a run killed later keeps (and what --sft-from reads); partial.json gains each finished arm
     (out / "sft_summary.json").write_text(json.dumps({**{k: v for k, v in sft_out.items() if k in SFT_KEYS}, "nll": nll},

@@ -216,7 +216,7 @@ def test_the_layout_map_names_every_room_and_only_files_that_exist():
     rooms = {m for m in re.findall(r"^\*\*`autoforge/([\w/]+)/`\*\*", text, flags=re.M)}
     packages = {str(p.parent.relative_to(pkg)) for p in pkg.rglob("__init__.py") if p.parent != pkg}
     assert packages <= rooms, f"docs/layout.md has no heading for {sorted(packages - rooms)}"
-    missing, room = [], None
+    missing, room, listed = [], None, set()
     for line in text.splitlines():
         head = re.match(r"^\*\*`autoforge/([\w/]+)/`\*\*", line)
         if head:
@@ -227,10 +227,14 @@ def test_the_layout_map_names_every_room_and_only_files_that_exist():
         if item:
             name = item.group(1)
             path = ROOT / name if "/" in name or room is None else room / name
+            listed.add(path.resolve())
             if not path.exists():
                 missing.append(name)
     missing += [r for r in rooms if not (pkg / r).is_dir()]
     assert not missing, f"docs/layout.md names files that do not exist: {missing}"
+    unlisted = sorted(str(f.relative_to(ROOT)) for r in rooms if (pkg / r).is_dir() for f in (pkg / r).glob("*.py")
+                      if f.name != "__init__.py" and f.resolve() not in listed)
+    assert not unlisted, f"docs/layout.md does not list these modules of its rooms (one line each): {unlisted}"
 
 
 ROOMS = "autoforge|flows|tests|benchmarks|envs|dags|tasks|tooldocs|rl|rollout|pipeline|warehouse|integrations|llm|domain|sql"

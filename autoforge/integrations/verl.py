@@ -28,7 +28,7 @@ every row, and ``ground_truth`` is always a string). A reward function for verl
 (``custom_reward_function``) replays the episode's tool calls into
 ``json.loads(extra_info["initial_state"])`` and compares ``state_hash(final)`` with
 ``ground_truth`` (state tasks), or checks the final message against the gold answer
-(:func:`autoforge.rollout.reward.answer_match`).
+(:func:`autoforge.tasks.answers.answer_match`).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ state = json.loads(row["extra_info"]["initial_state"])
 verl: `data.train_files={out}/train.parquet data.val_files={out}/test.parquet` (`data.prompt_key=prompt`, the
 default), with a `custom_reward_function` that scores a rollout against `reward_model.ground_truth`
 (state tasks: replay the tool calls into `extra_info.initial_state` and compare the state's hash; answer
-tasks: the final message must state the gold answer, as `autoforge.rollout.reward.answer_match` checks).
+tasks: the final message must state the gold answer, as `autoforge.tasks.answers.answer_match` checks).
 """
 
 
