@@ -7,7 +7,8 @@ import pytest
 
 import dags_mock as m
 from autoforge.dags.build import DagError, DagKnobs, build_dag, build_dags, dag_depth, topo_order, validate_dag
-from autoforge.dags.graph import EdgeJudgement, EdgeVerdict, build_graph, output_paths, to_networkx
+from autoforge.dags.graph import EdgeJudgement, EdgeVerdict, build_graph, to_networkx
+from autoforge.domain.keys import output_paths
 from autoforge.dags.reasoning import OPS, ReasoningError, UnknownOpError, apply_op, describe_op
 from autoforge.dags.sequences import merge_pair, merge_sequences, random_walks, sample_sequences
 from autoforge.errors import ConfigError

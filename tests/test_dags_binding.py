@@ -15,8 +15,8 @@ import pytest
 
 import dags_mock as m
 from autoforge.dags.build import build_dags
-from autoforge.dags.graph import (EntityIndex, binding_reasons, build_graph, candidate_bindings, is_key_param, key_canon,
-                                  key_fields, name_tokens)
+from autoforge.dags.graph import EntityIndex, binding_reasons, build_graph, candidate_bindings
+from autoforge.domain.keys import is_key_param, key_canon, key_fields, name_tokens
 from autoforge.dags.sequences import sample_sequences
 from autoforge.tasks.generate import generate_tasks
 from autoforge.tasks.verify import verify_tasks

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 
-from autoforge.dags.graph import is_key_param, output_paths, param_schemas
+from autoforge.domain.keys import is_key_param, output_paths, param_schemas
 from autoforge.domain import words as nm
 from autoforge.types import AnswerSource, ToolCode
 

@@ -35,8 +35,9 @@ import networkx as nx
 
 from autoforge.dags.aggregates import ListSource, countable, list_sources, sum_fields
 from autoforge.dags.answers import choose_answer
-from autoforge.dags.graph import (PERSON, EntityIndex, is_key_param, key_fields, output_paths, param_schemas, required_params,
-                                  value_types)
+from autoforge.dags.graph import EntityIndex
+from autoforge.domain.keys import (PERSON, is_key_param, key_fields, output_paths, param_schemas, required_params,
+                                   value_types)
 from autoforge.dags.reasoning import OPS, get_op
 from autoforge.dags.sequences import is_lookup
 from autoforge.domain.argument_rules import argument_rule

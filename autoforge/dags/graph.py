@@ -36,105 +36,18 @@ import json
 import logging
 import re
 from collections import defaultdict
-from functools import lru_cache
 from typing import Any, Iterable
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
+from autoforge.domain.keys import NUMERIC_TYPES, is_key_param, key_canon, key_fields, leaf, name_tokens, output_paths, param_schemas, value_types
 from autoforge.types import Binding, EnvironmentRecord, GraphEdge, ToolCode, ToolGraph, content_id
 
 log = logging.getLogger(__name__)
 
-_NUMERIC = {"integer", "number"}
-# Entities that are people: a task's user is one of them ("me"); their identifiers and the
-# details they are looked up by (email, phone) are the user's own, known but not volunteered.
-PERSON = {"user", "customer", "member", "patient", "employee", "passenger", "guest", "client", "contact", "student",
-          "owner", "driver", "author", "agent", "person", "traveler", "traveller", "applicant", "tenant", "account", "staff"}
-
-
-# --------------------------------------------------------------------------- schema helpers
-
-
-def value_types(schema: dict[str, Any]) -> set[str]:
-    t = schema.get("type")
-    if isinstance(t, list):
-        return {x for x in t if x != "null"}
-    if isinstance(t, str):
-        return {t}
-    for alt in schema.get("anyOf", []) + schema.get("oneOf", []):
-        if isinstance(alt, dict):
-            return value_types(alt)
-    return set()
-
-
-def output_paths(schema: dict[str, Any] | None, prefix: str = "", depth: int = 0) -> dict[str, set[str]]:
-    """Every scalar leaf of an output JSON Schema as ``{dotted path: types}``.
-
-    Objects add ``.field``, arrays add ``.*``: ``{"orders": [{"order_id": ..}]}`` gives
-    ``orders.*.order_id``. Objects and arrays themselves are listed too (type object/array)
-    so that reasoning nodes can find lists of records.
-    """
-    out: dict[str, set[str]] = {}
-    if not isinstance(schema, dict) or depth > 4:
-        return out
-    types = value_types(schema)
-    props = schema.get("properties")
-    if isinstance(props, dict) and ("object" in types or not types):
-        for name, sub in props.items():
-            path = f"{prefix}.{name}" if prefix else name
-            sub = sub if isinstance(sub, dict) else {}
-            out[path] = value_types(sub) or {"unknown"}
-            out.update(output_paths(sub, path, depth + 1))
-    elif "array" in types and isinstance(schema.get("items"), dict):
-        path = f"{prefix}.*" if prefix else "*"
-        sub = schema["items"]
-        out[path] = value_types(sub) or {"unknown"}
-        out.update(output_paths(sub, path, depth + 1))
-    return out
-
-
-def leaf(path: str) -> str:
-    return path.rsplit(".", 1)[-1]
-
-
-def param_schemas(tool: ToolCode) -> dict[str, dict[str, Any]]:
-    props = (tool.parameters or {}).get("properties") or {}
-    return {k: (v if isinstance(v, dict) else {}) for k, v in props.items()}
-
-
-def required_params(tool: ToolCode) -> list[str]:
-    req = (tool.parameters or {}).get("required") or []
-    props = param_schemas(tool)
-    return [p for p in req if p in props] + [p for p in req if p not in props]
-
-
-def key_fields(env: EnvironmentRecord | None) -> set[str]:
-    """Identifier names of a state schema: primary keys and reference (foreign-key) fields."""
-    if env is None:
-        return set()
-    out = set()
-    for c in env.state_schema.collections:
-        out.add(c.primary_key)
-        out.update(f.name for f in c.fields if f.ref)
-    return out
-
-
-_CAMEL_ID = re.compile(r"[a-z0-9](?:Id|ID)$")
-
-
-def is_key_param(name: str, keys: set[str]) -> bool:
-    """An identifier name: ``id``, ``*_id``, camelCase ``*Id``/``*ID``, or a key field of ``keys``
-    in any spelling (``petId``, ``PetID``, ``petid`` and ``id_pet`` all spell ``pet_id``)."""
-    if name == "id" or name.lower().endswith("_id") or name in keys or _CAMEL_ID.search(name):
-        return True
-    c = key_canon(name)
-    return any(key_canon(k) == c for k in keys)
-
-
 # --------------------------------------------------------------------------- entities
 
-_TOKEN = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 # Leading verbs of tool names (``getPetById`` -> pet, ``list_user_orders`` -> user order).
 _VERBS = {"get", "find", "list", "search", "fetch", "retrieve", "read", "view", "show", "lookup", "look", "query",
           "create", "add", "new", "insert", "register", "post", "place", "make", "open", "book", "submit", "upload",
@@ -146,11 +59,6 @@ _CREATE_VERBS = {"create", "add", "new", "insert", "register", "post", "place", 
 _WRAPPERS = {"data", "result", "results", "items", "item", "records", "record", "entries", "entry", "response", "payload",
              "hits", "rows", "objects", "list", "values", "content", "contents", "matches", "page", "output"}
 _ID_WORDS = re.compile(r"\b(?:id|ids|identifier|identifiers|uuid|guid)\b", re.IGNORECASE)
-
-
-def name_tokens(name: str) -> list[str]:
-    """Lower-case words of an identifier in any style: ``getPetById`` -> get pet by id, ``userID`` -> user id."""
-    return [t.lower() for part in re.split(r"[^A-Za-z0-9]+", name or "") for t in _TOKEN.findall(part)]
 
 
 def singular(word: str) -> str:
@@ -167,15 +75,6 @@ def singular(word: str) -> str:
 def entity_word(tokens: list[str]) -> str:
     """The singular entity a list of words names: ``[issue, types]`` -> ``issue_type``."""
     return "_".join(tokens[:-1] + [singular(tokens[-1])]) if tokens else ""
-
-
-@lru_cache(maxsize=4096)
-def key_canon(name: str) -> str:
-    """One spelling of an identifier name: ``pet_id``, ``petId``, ``PetID``, ``petid``, ``id_pet`` -> ``petid``."""
-    toks = name_tokens(name)
-    if len(toks) > 1 and toks[0] == "id":
-        toks = toks[1:] + ["id"]
-    return "".join(toks)
 
 
 def _id_entity_tokens(name: str) -> list[str] | None:
@@ -354,7 +253,7 @@ def _compatible(out_types: set[str], param_types: set[str]) -> bool:
         return True
     if out_types & param_types:
         return True
-    return bool(out_types & _NUMERIC and param_types & _NUMERIC)
+    return bool(out_types & NUMERIC_TYPES and param_types & NUMERIC_TYPES)
 
 
 def binding_reasons(src: ToolCode, dst: ToolCode, keys: set[str], *, keys_only: bool = True,

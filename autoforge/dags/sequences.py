@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterable, Literal
 
 import networkx as nx
 
-from autoforge.dags.graph import is_key_param, key_fields, output_paths, param_schemas, required_params, to_networkx
+from autoforge.dags.graph import to_networkx
+from autoforge.domain.keys import is_key_param, key_fields, output_paths, param_schemas, required_params
 from autoforge.errors import ConfigError
 from autoforge.types import EnvironmentRecord, ToolCode, ToolGraph, ToolSequence, content_id
 

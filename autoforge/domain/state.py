@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 from autoforge.domain import words as nm
 from autoforge.domain.entities import id_aliases, plan_tools

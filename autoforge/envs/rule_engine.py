@@ -19,7 +19,7 @@ from autoforge.domain.argument_rules import is_argument_rule
 from autoforge.domain.rule_kinds import ENFORCED_KINDS, ParsedRule
 from autoforge.envs.smoke import describe, smoke_arguments
 from autoforge.tooldocs.schema import props, unwrap
-from autoforge.types import ToolRule, ToolSpec, content_id
+from autoforge.types import StateSchema, ToolCode, ToolRule, ToolSpec, content_id
 
 _EMPTY = "(None, '', [], {})"
 

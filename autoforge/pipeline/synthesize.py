@@ -36,7 +36,8 @@ from typing import Any
 
 from pydantic import Field
 
-from autoforge.dags.graph import build_graph, is_key_param, key_fields, required_params
+from autoforge.dags.graph import build_graph
+from autoforge.domain.keys import is_key_param, key_fields, required_params
 from autoforge.dags.sample import unreachable_writes
 from autoforge.envs.smoke import describe
 from autoforge.envs.synthesis import (

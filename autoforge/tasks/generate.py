@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from autoforge.dags.build import dag_depth, rejection
-from autoforge.dags.graph import is_key_param, key_fields
+from autoforge.domain.keys import is_key_param, key_fields
 from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.llm.record import drain_calls
 from autoforge.envs.sandbox import TODAY

@@ -28,7 +28,7 @@ from collections import Counter
 from datetime import date, timedelta
 from typing import Any
 
-from autoforge.dags.graph import PERSON, is_key_param, key_fields, param_schemas
+from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.domain.values import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
 from autoforge.domain.ids import free_key, id_key, id_value, is_integer_ids, MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH

@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from autoforge.dags.graph import is_key_param, key_canon, key_fields, param_schemas
+from autoforge.domain.keys import is_key_param, key_canon, key_fields, param_schemas
 from autoforge.dags.reasoning import describe_op
 from autoforge.dialogue import fact_label, fact_words
 from autoforge.domain import words as nm

@@ -26,7 +26,7 @@ import math
 from datetime import date
 from typing import Any
 
-from autoforge.dags.graph import param_schemas
+from autoforge.domain.keys import param_schemas
 from autoforge.domain import words as nm
 from autoforge.domain.values import domain_for, order_pairs, pair_of
 from autoforge.envs.interface import EnvLike

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from autoforge.dags.build import rejection, topo_order
-from autoforge.dags.graph import is_key_param, key_fields, required_params
+from autoforge.domain.keys import is_key_param, key_fields, required_params
 from autoforge.dialogue import mentions
 from autoforge.envs.interface import EnvFactory
 from autoforge.tasks.checks import CHECKS

@@ -13,7 +13,7 @@ from autoforge.domain.rules import parse_rules
 from autoforge.domain.statuses import status_rules
 from autoforge.domain.tools import ToolPlan
 from autoforge.envs import pynames
-from autoforge.envs.code.base import func_name, lit, NULL_DEFAULTS, RESERVED
+from autoforge.envs.code.base import NULL_DEFAULTS, RESERVED, Code, func_name, lit
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, ToolSpec
 

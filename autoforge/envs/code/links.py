@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from autoforge.domain import words as nm
 from autoforge.domain.fields import amount_target
