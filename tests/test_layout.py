@@ -157,3 +157,42 @@ def test_every_suggested_command_exists():
                         if cmd not in COMMANDS:
                             missing.append(f"{f.relative_to(ROOT)}:{n.lineno}: `autoforge {cmd}`")
     assert not missing, "messages suggest commands that do not exist:\n" + "\n".join(missing)
+
+
+MAX_LINES = 700  # a module a newcomer reads in one sitting; split a bigger one by concern
+
+
+def test_no_source_file_is_over_700_lines():
+    big = [f"{f.relative_to(ROOT)}: {n} lines" for d in ("autoforge", "flows", "benchmarks")
+           for f in sorted((ROOT / d).rglob("*.py")) if (n := len(f.read_text().splitlines())) > MAX_LINES]
+    assert not big, f"split these by concern (at most {MAX_LINES} lines each):\n" + "\n".join(big)
+
+
+def _module_name(f: Path) -> str:
+    parts = ["autoforge", *f.relative_to(PKG).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_cycles_between_modules():
+    """Inside a subpackage too (envs/rules.py <-> envs/schema_offline.py was one). ``from P import m``
+    counts as an import of the module P.m when there is one, not of the package P."""
+    modules = {_module_name(f): f for f in PKG.rglob("*.py")}
+    graph = nx.DiGraph()
+    for name, f in modules.items():
+        graph.add_node(name)
+        tree = ast.parse(f.read_text(), filename=str(f))
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                targets = [a.name for a in n.names]
+            elif isinstance(n, ast.ImportFrom) and not n.level and n.module:
+                subs = [f"{n.module}.{a.name}" for a in n.names if f"{n.module}.{a.name}" in modules]
+                targets = subs if len(subs) == len(n.names) else [n.module, *subs]
+            else:
+                continue
+            for t in targets:
+                while t not in modules and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in modules and t != name and not name.startswith(t + "."):
+                    graph.add_edge(name, t)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not cycles, f"modules that import each other (directly or through a chain): {cycles}"
