@@ -6,7 +6,7 @@ Run ``autoforge --help`` or ``autoforge COMMAND --help``. The rooms:
 ==================  ===============================================================
 module              what it holds
 ==================  ===============================================================
-``parser``          :func:`build_parser`, :data:`COMMANDS` (every group's commands)
+``parser``          :func:`build_parser` (all groups, or one and stubs), :data:`COMMANDS`
 ``args``            flag types, defaults read from the stage params models, ``--warehouse``
 ``output``          tables, CSV and JSON of rows
 ``failures``        one ``error:`` line and an exit code; the optional extras
@@ -26,7 +26,7 @@ import time
 
 from autoforge.cli.args import FAILED_EXIT_CODE
 from autoforge.cli.failures import failure_exit
-from autoforge.cli.parser import COMMANDS, build_parser, subcommand_parser
+from autoforge.cli.parser import COMMANDS, build_parser, command_of, subcommand_parser
 
 __all__ = ["COMMANDS", "FAILED_EXIT_CODE", "build_parser", "main"]
 
@@ -34,7 +34,9 @@ __all__ = ["COMMANDS", "FAILED_EXIT_CODE", "build_parser", "main"]
 def main(argv: list[str] | None = None) -> int:
     from autoforge.settings import get_settings
 
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    command = command_of(argv)
+    parser = build_parser(only=[command] if command else ())  # others: stubs, no flags (no stage loaded)
     args, unknown = parser.parse_known_args(argv)
     if not args.command:
         if unknown:

@@ -71,6 +71,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
+# stub when this group is not built)
+HELP = {
+    "demo": "the whole factory on the bundled docs, then a short ERPO run",
+}
 COMMANDS = {"demo": cmd_demo}
 
 
@@ -78,7 +83,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     from autoforge.pipeline import FactoryParams
     from autoforge.pipeline.train import demo_training
 
-    s = sub.add_parser("demo", parents=[common], help="the whole factory on the bundled docs, then a short ERPO run",
+    s = sub.add_parser("demo", parents=[common], help=HELP["demo"],
                        description="Runs every stage end to end into the warehouse (default ./autoforge.duckdb): the "
                                    "factory (ingest, synthesize, sample, generate, verify) on the bundled tool docs, an "
                                    "oracle evaluation of the held-out tasks, and a short ERPO run of a tiny local policy.")

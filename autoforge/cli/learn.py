@@ -101,6 +101,13 @@ def with_env_names(warehouse: str | None, summary: dict) -> dict:
     return {**summary, "results": rows}
 
 
+# each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
+# stub when this group is not built)
+HELP = {
+    "eval": "roll out an agent with a simulated user on curated tasks: pass^k",
+    "train": "SFT cold start then ERPO on curated tasks (torch + transformers)",
+    "base-checkpoint": "(re)build the shipped base policy the demo starts from",
+}
 COMMANDS = {"eval": cmd_eval, "train": cmd_train, "base-checkpoint": cmd_base_checkpoint}
 
 
@@ -108,7 +115,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     from autoforge.pipeline.evaluate import SPLITS, EvalParams
     from autoforge.rollout.judge import JUDGES
 
-    s = sub.add_parser("eval", parents=[common], help="roll out an agent with a simulated user on curated tasks: pass^k",
+    s = sub.add_parser("eval", parents=[common], help=HELP["eval"],
                        description="Evaluate an agent on curated tasks (v_curated_tasks) with a simulated user; prints "
                                    "pass^k for k = 1..trials with 95% confidence intervals, per environment and overall, "
                                    "and stores episodes and results (view v_eval_results).")
@@ -136,7 +143,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="seed of injected errors and sampling agents (default %(default)s)")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    s = sub.add_parser("train", parents=[common], help="SFT cold start then ERPO on curated tasks (torch + transformers)",
+    s = sub.add_parser("train", parents=[common], help=HELP["train"],
                        description="Trains a policy on the warehouse's curated tasks: SFT on gold dialogues, then ERPO "
                                    "(environment-level advantage, user-error masking, dynamic sampling). Evaluates the "
                                    "held-out split before and after, writes training_runs/training_steps, a learning-curve "
@@ -147,7 +154,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     s.add_argument("--set", action="append", type=assignment, metavar="FIELD=VALUE", help="override one config field (repeatable)")
     s.add_argument("--out", default=None, metavar="DIR", help="where the curve and table go (default: checkpoint dir)")
 
-    s = sub.add_parser("base-checkpoint", help="(re)build the shipped base policy the demo starts from",
+    s = sub.add_parser("base-checkpoint", help=HELP["base-checkpoint"],
                        description="Builds autoforge/data/base_policy/: a tiny Llama policy whose tokenizer is trained "
                                    "on the bundled tool docs and whose weights are trained only on synthetic recall "
                                    "dialogues (the copy warm-up, autoforge/rl/warmup.py): it can copy a value from its "

@@ -2,12 +2,17 @@
 
 :func:`build_parser` returns it (a test reads every subcommand's defaults from it and compares
 them with the stage params models); :data:`COMMANDS` maps each command to its function.
+
+A group's flags take their defaults from the stage params models, and importing those loads the
+stages (their LLM client, the warehouse). So :func:`main` builds only the group of the command it
+runs (:func:`command_of`); every other command is a stub that carries just its one-line help
+(the group's ``HELP``), which is all the top-level ``--help`` shows of it.
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, Collection
 
 from autoforge.cli import demo, learn, serve, sql, stages
 from autoforge.cli.args import common_parser
@@ -18,7 +23,15 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     name: fn for group in GROUPS for name, fn in group.COMMANDS.items()}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: list[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not a flag), if it is one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser. ``only``: build just the groups of these commands, the others as stubs
+    with their one-line help (``()``: every command a stub, enough for ``autoforge --help``)."""
     p = argparse.ArgumentParser(
         prog="autoforge",
         description=(
@@ -30,7 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     common = common_parser()
     for group in GROUPS:
-        group.add_parsers(sub, common)
+        if only is None or not set(only).isdisjoint(group.COMMANDS):
+            group.add_parsers(sub, common)
+        else:
+            for name, text in group.HELP.items():
+                sub.add_parser(name, help=text)
     missing = set(COMMANDS) ^ set(sub.choices)
     if missing:  # a command without a parser, or a parser without a command
         raise RuntimeError(f"commands and parsers differ: {sorted(missing)}")

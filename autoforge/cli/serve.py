@@ -36,13 +36,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
+# stub when this group is not built)
+HELP = {
+    "serve": "serve every Prefect deployment with its schedule from one process",
+    "mcp": "serve one environment as an MCP server (stdio, or HTTP with --http)",
+}
 COMMANDS = {"serve": cmd_serve, "mcp": cmd_mcp}
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from autoforge.integrations.mcp import MAX_SESSIONS
 
-    s = sub.add_parser("serve", parents=[common], help="serve every Prefect deployment with its schedule from one process",
+    s = sub.add_parser("serve", parents=[common], help=HELP["serve"],
                        description="The single-process alternative to work pools and workers: serves the deployments "
                                    "of deployments/prefect.yaml (factory nightly, training weekly, every stage on "
                                    "demand) until interrupted. Trigger runs from the Prefect UI or `prefect deployment run`.")
@@ -51,7 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="flow runs at once in this process (default 1: DuckDB has one writer)")
     s.add_argument("--no-schedules", action="store_true", help="serve without schedules (runs only when triggered)")
 
-    s = sub.add_parser("mcp", parents=[common], help="serve one environment as an MCP server (stdio, or HTTP with --http)",
+    s = sub.add_parser("mcp", parents=[common], help=HELP["mcp"],
                        description="Serve one synthesized environment's tools to any MCP client (official mcp SDK): "
                                    "tools/list gives the tools with their JSON schemas and descriptions, tools/call runs "
                                    "them in the sandbox. Each client session gets its own copy of the starting state "

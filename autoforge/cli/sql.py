@@ -52,22 +52,29 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
+# stub when this group is not built)
+HELP = {
+    "init": "create or upgrade the warehouse schema (idempotent)",
+    "sql": "run a read-only SQL query and print the result",
+    "export": ("write a table or view to parquet, jsonl or csv, or a folder for other trainers (hf: a Hugging Face "
+               "DatasetDict; verl: verl's RL parquet)"),
+}
 COMMANDS = {"init": cmd_init, "sql": cmd_sql, "export": cmd_export}
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     from autoforge.pipeline.export import FORMATS
 
-    sub.add_parser("init", parents=[common], help="create or upgrade the warehouse schema (idempotent)",
+    sub.add_parser("init", parents=[common], help=HELP["init"],
                    description="Create the warehouse (default ./autoforge.duckdb) or apply the migrations it lacks; "
                                "running it again changes nothing.")
-    s = sub.add_parser("sql", parents=[common], help="run a read-only SQL query and print the result",
+    s = sub.add_parser("sql", parents=[common], help=HELP["sql"],
                        description="Run one read-only statement (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, ...) on the "
                                    "warehouse and print the rows; anything that writes is refused before it runs.")
     s.add_argument("query", help='SQL text, e.g. "SELECT count(*) FROM tool_specs" ("-" reads stdin)')
     s.add_argument("--format", choices=["table", "csv", "json"], default="table", help="how rows are printed (default table)")
-    s = sub.add_parser("export", parents=[common], help="write a table or view to parquet, jsonl or csv, or a "
-                       "folder for other trainers (hf: a Hugging Face DatasetDict; verl: verl's RL parquet)",
+    s = sub.add_parser("export", parents=[common], help=HELP["export"],
                        epilog="hf and verl write a folder: train/test from the task split, a dataset card README.md "
                               "(every column, the warehouse and batches it came from). hf takes any table or view "
                               "(tasks relations such as v_curated_tasks become one row per task with the prompt as "

@@ -160,6 +160,13 @@ def top_drops(row: dict[str, Any]) -> str:
     return "-"
 
 
+# each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
+# stub when this group is not built)
+HELP = {
+    "ingest": "parse tool documentation into tool sets (candidate environments)",
+    "synthesize": "generate state schema + checked tool code per tool set",
+    "factory": "run ingest -> synthesize -> sample -> generate -> verify",
+}
 COMMANDS = {"ingest": cmd_ingest, "synthesize": cmd_synthesize, "factory": cmd_factory}
 
 
@@ -168,7 +175,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     from autoforge.pipeline import FactoryParams, IngestParams, SynthesizeParams
     from autoforge.settings import BACKENDS, TASK_RUNNERS
 
-    s = sub.add_parser("ingest", parents=[common], help="parse tool documentation into tool sets (candidate environments)",
+    s = sub.add_parser("ingest", parents=[common], help=HELP["ingest"],
                        description="Parse tool docs (OpenAI function calling, MCP tools/list, OpenAPI 3, Markdown) into "
                                    "tool specs and tool sets; a folder is one tool set. A bad document is stored as "
                                    "rejected with the reason, and the others are still ingested.",
@@ -177,7 +184,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     s.add_argument("--bundled", action="store_true", default=default(IngestParams, "bundled"),
                    help="ingest the bundled corpus of 10+ domains")
 
-    s = sub.add_parser("synthesize", parents=[common], help="generate state schema + checked tool code per tool set",
+    s = sub.add_parser("synthesize", parents=[common], help=HELP["synthesize"],
                        epilog=f"Exit codes: 0 done; {FAILED_EXIT_CODE} an environment failed (no tool accepted, it raised, "
                               "or e.g. the LLM server could not be reached) or its result was worse than the stored one "
                               "(which is kept); the reasons are printed. 2 bad parameters or input.")
@@ -188,7 +195,7 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     s.add_argument("--max-envs", type=number("max_envs"), default=default(SynthesizeParams, "max_envs"),
                    help="at most this many tool sets")
 
-    s = sub.add_parser("factory", parents=[common], help="run ingest -> synthesize -> sample -> generate -> verify",
+    s = sub.add_parser("factory", parents=[common], help=HELP["factory"],
                        description="Run the whole factory on one batch of tool docs and print the stage funnel, the "
                                    "curated corpus and each environment's yield.",
                        epilog="Exit codes: 0 every environment of the batch yields verified tasks; 3 an environment "

@@ -24,16 +24,36 @@ the warehouse through three more modules, never through ``autoforge.warehouse``:
 :mod:`~autoforge.pipeline.admin` (migrations, where the warehouse is, writes outside a stage).
 """
 
-from autoforge.pipeline.common import BACKENDS
-from autoforge.pipeline.corpus import funnel_rows
-from autoforge.pipeline.factory import (EMPTY_EXIT_CODE, STAGES, FactoryParams, empty_environments,
-                                        environment_quality, environment_yield, run_factory)
-from autoforge.pipeline.generate import GenerateParams, run_generate
-from autoforge.pipeline.ingest import IngestParams, run_ingest
-from autoforge.pipeline.sample import SampleParams, run_sample
-from autoforge.pipeline.synthesize import SynthesizeParams, run_synthesis
-from autoforge.pipeline.verify import VerifyParams, run_verify
+from __future__ import annotations
 
-__all__ = ["BACKENDS", "EMPTY_EXIT_CODE", "STAGES", "empty_environments", "environment_quality", "environment_yield", "FactoryParams", "GenerateParams", "IngestParams", "SampleParams", "SynthesizeParams",
-           "VerifyParams", "funnel_rows", "run_factory", "run_generate", "run_ingest", "run_sample",
-           "run_synthesis", "run_verify"]
+import importlib
+from typing import Any
+
+# name -> the module that defines it. Imported on first use (PEP 562), so ``autoforge sql`` and
+# ``autoforge --help`` load the module they need and not every stage with its LLM client.
+_HOMES = {
+    "BACKENDS": "common",
+    "funnel_rows": "corpus",
+    **dict.fromkeys(("EMPTY_EXIT_CODE", "STAGES", "FactoryParams", "empty_environments", "environment_quality",
+                     "environment_yield", "run_factory"), "factory"),
+    "GenerateParams": "generate", "run_generate": "generate",
+    "IngestParams": "ingest", "run_ingest": "ingest",
+    "SampleParams": "sample", "run_sample": "sample",
+    "SynthesizeParams": "synthesize", "run_synthesis": "synthesize",
+    "VerifyParams": "verify", "run_verify": "verify",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:  # not ours: lets ``from autoforge.pipeline import admin`` import the submodule
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
