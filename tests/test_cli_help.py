@@ -142,3 +142,23 @@ def test_any_lazy_import_of_an_extra_ends_in_one_line(monkeypatch, capsys):
     _says_extra(line, "trl")
     assert "autoforge init" in line and "'trl'" in line
     assert set(EXTRAS) == {"hf", "mcp", "trl", "dask", "postgres"}
+
+
+def test_the_demo_shows_how_it_was_run(monkeypatch, tmp_path):
+    """Its closing hints name the script that ran (``.venv/bin/autoforge`` after the README's install),
+    not a bare ``autoforge`` that is not on PATH."""
+    from autoforge.cli.demo import invocation
+
+    script = tmp_path / ".venv" / "bin" / "autoforge"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(sys, "argv", [".venv/bin/autoforge", "demo"])
+    assert invocation() == ".venv/bin/autoforge"
+    monkeypatch.setenv("PATH", str(script.parent))
+    script.chmod(0o755)
+    assert invocation() == "autoforge"
+    monkeypatch.setattr(sys, "argv", ["-c"])  # python -c / -m: no script, and none on PATH
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert invocation().endswith(" -m autoforge")

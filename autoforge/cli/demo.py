@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import os
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -62,13 +65,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(out["headline"], flush=True)  # one unwrapped line, whatever the terminal width
     console.rule(f"done in {time.time() - t0:.0f}s")
     w = f" --warehouse {wh}" if wh else ""
+    me = invocation()
     console.print("Look around:\n"
-                  f"  autoforge sql{w} \"SELECT * FROM v_environments\"\n"
-                  f"  autoforge sql{w} \"SELECT env_id, count(*) FROM v_curated_tasks GROUP BY 1\"\n"
-                  f"  autoforge sql{w} \"SELECT * FROM v_stage_funnel\"\n"
-                  f"  autoforge sql{w} \"SELECT * FROM v_eval_results\"\n"
+                  f"  {me} sql{w} \"SELECT * FROM v_environments\"\n"
+                  f"  {me} sql{w} \"SELECT env_id, count(*) FROM v_curated_tasks GROUP BY 1\"\n"
+                  f"  {me} sql{w} \"SELECT * FROM v_stage_funnel\"\n"
+                  f"  {me} sql{w} \"SELECT * FROM v_eval_results\"\n"
                   f"  duckdb {warehouse_url(wh).split(':///', 1)[-1]}   # the stock DuckDB shell opens it too")
     return 0
+
+
+def invocation() -> str:
+    """How to run autoforge again from here, as this run was started: ``autoforge`` when that is on
+    PATH, else the path of the script that ran (``.venv/bin/autoforge`` after the README's install),
+    else ``python -m autoforge``."""
+    argv0 = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    on_path = shutil.which("autoforge")
+    if argv0 is not None and argv0.name == "autoforge":
+        if on_path and Path(on_path).resolve() == argv0.resolve():
+            return "autoforge"
+        return os.path.relpath(argv0) if not argv0.is_absolute() or argv0.is_relative_to(Path.cwd()) else str(argv0)
+    return "autoforge" if on_path else f"{Path(sys.executable).name} -m autoforge"
 
 
 # each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
