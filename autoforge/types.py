@@ -244,7 +244,7 @@ class EnvironmentRecord(Record):
     n_tools: int
     n_tools_accepted: int
     reason: str | None = None
-    n_write_tools: int = 0  # accepted write tools
+    n_write_tools: int = 0  # accepted write tools a task may call (not a hand-off: autoforge.domain.tool_kinds)
     writes_unreachable: list[str] = Field(default_factory=list)  # write tools no read tool leads to in the tool graph
     writes_standalone: list[str] = Field(default_factory=list)  # of those, the ones needing no stored id (create, login)
     writes_by_state: list[str] = Field(default_factory=list)  # reachable writes a read leads to only by state edges (no data flow)

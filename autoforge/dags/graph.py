@@ -42,6 +42,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from autoforge.domain.keys import NUMERIC_TYPES, is_key_param, key_canon, key_fields, leaf, name_tokens, output_paths, param_schemas, value_types
+from autoforge.domain.tool_kinds import in_tasks
 from autoforge.types import Binding, EnvironmentRecord, GraphEdge, ToolCode, ToolGraph, content_id
 
 log = logging.getLogger(__name__)
@@ -360,8 +361,11 @@ def judge_edges(client: Any, tools: list[ToolCode], candidates: dict[tuple[str, 
 
 def build_graph(env: EnvironmentRecord, tools: Iterable[ToolCode], client: Any = None, *,
                 keys_only: bool = True, run_id: str | None = None) -> ToolGraph:
-    """The tool graph of ``env`` over its accepted tools (offline binding or LLM judgement)."""
-    accepted = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
+    """The tool graph of ``env`` over its accepted tools (offline binding or LLM judgement); tools of
+    a kind no task calls (a scratchpad, a calculator, a hand-off: :mod:`autoforge.domain.tool_kinds`)
+    are not in it, so no walk passes through them."""
+    accepted = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted" and in_tasks(t.kind)),
+                      key=lambda t: t.name)
     keys = key_fields(env)
     index = EntityIndex(env)
     online = client is not None and not getattr(client, "is_offline", True)

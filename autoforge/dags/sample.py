@@ -14,6 +14,7 @@ from autoforge.dags.build import DagKnobs, build_dags
 from autoforge.dags.graph import build_graph
 from autoforge.dags.sequences import StartRule, sample_sequences
 from autoforge.domain.operands import operand_order
+from autoforge.domain.tool_kinds import in_tasks
 from autoforge.llm.record import drain_calls
 from autoforge.types import (Binding, EnvironmentRecord, GraphEdge, LLMCall, Rejection, TaskDag, ToolCode, ToolGraph, ToolSequence,
                              content_id)
@@ -114,10 +115,11 @@ def sample_counts(results: list[SampleResult], seconds: float) -> dict[str, Any]
 
 def unreachable_writes(graph: ToolGraph, tools: list[ToolCode]) -> list[str]:
     """Accepted write tools that no read tool leads to through ``graph``'s edges: a task can never
-    find the record they act on, so no walk starting at a read ever reaches them."""
+    find the record they act on, so no walk starting at a read ever reaches them. A write no task
+    may call (a hand-off, :mod:`autoforge.domain.tool_kinds`) is never counted."""
     import networkx as nx
 
-    effect = {t.name: t.effect for t in tools if t.status == "accepted"}
+    effect = {t.name: t.effect for t in tools if t.status == "accepted" and in_tasks(t.kind)}
     g = nx.DiGraph()
     g.add_nodes_from(effect)
     g.add_edges_from((e.src, e.dst) for e in graph.edges if e.src in effect and e.dst in effect)

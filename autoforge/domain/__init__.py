@@ -18,6 +18,8 @@ Modules, from the words up:
 - :mod:`~autoforge.domain.ids`: which entity an id names, documented id shapes, state keys;
 - :mod:`~autoforge.domain.keys`: which parameters are identifiers (any spelling), what a tool's
   output holds (dotted leaf paths), the people entities a task's user can be;
+- :mod:`~autoforge.domain.tool_kinds`: the registry of tool kinds (what each does to the state,
+  whether a task may call it) and the kinds read first: scratchpad, calculator, hand-off;
 - :mod:`~autoforge.domain.tools`: the per-tool reading (verb, main entity, kind: lookup, get,
   list, create, update, delete, status, link, unlink, amount, generic);
 - :mod:`~autoforge.domain.entities`: role ids that are another entity, the plan of every tool;

@@ -31,6 +31,7 @@ from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_
 from autoforge.domain.ids import ROLE_PEOPLE, id_param_entity, id_pattern, walk_ids
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
+from autoforge.domain.tool_kinds import tool_kind
 from autoforge.domain.tools import WRITE_KINDS, ToolPlan, is_selector
 from autoforge.tooldocs.schema import json_type, props, unwrap
 from autoforge.types import CollectionSpec, StateSchema, ToolSet, ToolSpec
@@ -199,6 +200,8 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     specs = list(specs)
     aliases, id_info = id_aliases(specs)
     plans = plan_tools(specs)
+    # a scratchpad or a calculator holds nothing: its parameters are no record's fields
+    specs = [s for s in specs if tool_kind(plans[s.name].kind).stores]
     b = _Builder(aliases, id_info)
     b.patterned = {id_param_entity(k, aliases) for k, v in walk_ids(specs) if id_pattern(v) or (
         isinstance(v, dict) and id_pattern(unwrap(v).get("items")))}
@@ -231,7 +234,7 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
             sp = nm.snake(p)
             if sp == "id" or is_selector(sp, ps):
                 continue
-            if plan.kind in ("create", "update", "generic") or (plan.kind == "status" and sp == "status"):
+            if plan.kind in ("create", "update", "generic", "handoff") or (plan.kind == "status" and sp == "status"):
                 base = sp[4:] if sp.startswith("new_") else sp[8:] if sp.startswith("updated_") else sp
                 if base in nm.PAGING_PARAMS or base in nm.SORT_PARAMS:
                     continue

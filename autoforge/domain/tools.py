@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from autoforge.domain import words as nm
 from autoforge.domain.ids import id_param_entity
+from autoforge.domain.tool_kinds import special_kind, tool_kind
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import ToolSpec
 
@@ -34,7 +35,7 @@ class ToolPlan:
     name: str
     verb: str
     entity: str  # singular, e.g. "order"
-    kind: str  # lookup | get | list | create | update | delete | status | link | unlink | amount | generic
+    kind: str  # a name in autoforge.domain.tool_kinds.TOOL_KINDS: lookup | get | list | create | ... | handoff
     effect: str  # read | write
     by_fields: list[str] = field(default_factory=list)  # lookup: the fields searched by
     returns_id: bool = False  # lookup: return only the id
@@ -101,6 +102,10 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     """Read one tool's name, parameters and effect into a :class:`ToolPlan`."""
     aliases = aliases or {}
     verb, rest = nm.verb_of(spec.name)
+    special = special_kind(spec)
+    if special:  # a scratchpad, a calculator or a hand-off (domain/tool_kinds.py): not about a record
+        return ToolPlan(name=spec.name, verb=verb, entity="handoff" if special == "handoff" else "", kind=special,
+                        effect=tool_kind(special).effect)
     head, segs = _segments(rest)
     params = props(spec.parameters)
     id_ents = {p: id_param_entity(p, aliases) for p in params if id_param_entity(p, aliases)}

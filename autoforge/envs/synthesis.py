@@ -46,6 +46,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from autoforge.domain.canonical import canonical_specs
 from autoforge.domain.entities import plan_tools
 from autoforge.domain.state import offline_state_schema
+from autoforge.domain.tool_kinds import special_kind, tool_kind
+from autoforge.domain.tools import analyze_tool
 from autoforge.envs import prompts, pynames
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.code.compute import compute_draft
@@ -310,6 +312,16 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
     for spec in specs:
         failures: list[tuple[CheckResult, int]] = []
         tool: ToolCode | None = None
+        special = special_kind(spec)
+        if special and not tool_kind(special).stores:  # a scratchpad or a calculator: the template, not the LLM
+            tool = _template_tool(spec, special, schema, run_id)
+            res = guarded_check(f"checking tool {spec.name}", lambda: check_tool(tool, state, sample_arguments(
+                spec.parameters, state, schema, None)))
+            if not res.ok:
+                failures.append((res, 1))
+                tool = tool.model_copy(update={"status": "rejected", "reason": res.message()[:2000]})
+            pending.append((spec, tool, failures))
+            continue
         fname, arg_names = pynames.function_name(spec.name), pynames.argument_names(list((spec.parameters or {}).get("properties") or {}))
         names = {"function_name": fname, "arg_names": arg_names}
         messages = prompts.tool_code(spec, schema_json, sample_state=_small_state(state), contract=prompts.TOOL_CODE_CONTRACT,
@@ -384,12 +396,23 @@ def _rule_briefs(spec: ToolSpec, schema: StateSchema) -> list[dict]:
     return list(seen.values())
 
 
+def _template_tool(spec: ToolSpec, kind: str, schema: StateSchema, run_id: str | None) -> ToolCode:
+    """The offline template's code for a tool of a kind that holds no state (a scratchpad, a
+    calculator: :mod:`autoforge.domain.tool_kinds`), on the LLM backend too."""
+    draft = offline_tool_code(spec, analyze_tool(spec, set()), schema)
+    return ToolCode(code_id=content_id("code", "pending", spec.name, draft.source), env_id="pending", tool_id=spec.tool_id,
+                    function_name=draft.function_name, arg_map=draft.arg_map or {}, name=spec.name, source=draft.source,
+                    status="accepted", effect=draft.effect, kind=kind, collection=None, parameters=spec.parameters,
+                    output_schema=draft.output_schema, output_schema_source="documented" if spec.output_schema else "derived",
+                    run_id=run_id)
+
+
 def _llm_tool(spec: ToolSpec, source: str, reply: ToolCodeReply | None, run_id: str | None, attempt: int) -> ToolCode:
     arg_names = pynames.argument_names(list((spec.parameters or {}).get("properties") or {}))
     return ToolCode(code_id=content_id("code", "pending", spec.name, source), env_id="pending", tool_id=spec.tool_id,
                     function_name=pynames.function_name(spec.name), arg_map={p: py for p, py in arg_names.items() if p != py},
                     name=spec.name, source=source or "# no source", status="accepted", attempts=attempt,
-                    effect=(reply.effect if reply else spec.effect), kind="llm",
+                    effect=(reply.effect if reply else spec.effect), kind=special_kind(spec) or "llm",
                     collection=reply.collection if reply else None, parameters=spec.parameters,
                     output_schema=(reply.output_schema if reply and reply.output_schema else spec.output_schema),
                     output_schema_source="documented" if spec.output_schema else "derived",

@@ -38,6 +38,7 @@ from pydantic import Field
 
 from autoforge.dags.graph import build_graph
 from autoforge.domain.keys import is_key_param, key_fields, required_params
+from autoforge.domain.tool_kinds import in_tasks
 from autoforge.dags.sample import unreachable_writes
 from autoforge.envs.smoke import describe
 from autoforge.envs.synthesis import (
@@ -131,7 +132,7 @@ def with_reachability(result: SynthesisResult) -> SynthesisResult:
     keys = key_fields(env)
     by_name = {t.name: t for t in accepted}
     result.environment = env.model_copy(update={
-        "n_write_tools": sum(t.effect == "write" for t in accepted),
+        "n_write_tools": sum(t.effect == "write" and in_tasks(t.kind) for t in accepted),  # a hand-off is no task's write
         "writes_unreachable": unreachable,
         "writes_by_state": by_state,
         "writes_standalone": [n for n in unreachable if not any(is_key_param(p, keys) for p in required_params(by_name[n]))]})

@@ -41,7 +41,8 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
     Check("not_duplicate", "no other task has the same DAG shape and the same state change (answer tasks: the same "
                            "DAG shape, facts and answer)"),
     Check("writes_observable", "every gold write shows in S*: it changes something, not all of it overwritten later "
-                               "(autoforge.tasks.quality); answer tasks pass it"),
+                               "(autoforge.tasks.quality), and no gold call is of a kind no task calls (a scratchpad, "
+                               "a calculator, a hand-off: autoforge.domain.tool_kinds); answer tasks: only the latter"),
     Check("args_in_domain", "every gold argument is in its documented domain (enum, vocabulary, pattern, format, "
                             "range, ordered pair, past birth date, positive amount)"),
     Check("answer_not_given", "answer tasks: the request does not already state the gold answer, and a final message "

@@ -5,7 +5,9 @@ Each returns None when the task passes, else the reason (stored as a Verificatio
 
 - :func:`check_writes_observable`: every gold write leaves a trace in S*: it changes something,
   and a later call does not overwrite all of it (the first ``update`` of two on one record is
-  invisible in the final state, so no reward could tell whether it happened).
+  invisible in the final state, so no reward could tell whether it happened); and no gold call is
+  of a kind no task calls (:func:`check_tool_kinds`: a scratchpad, a calculator, a hand-off), so
+  a thought or a transfer is never a task's goal or its only change.
 - :func:`check_args_in_domain`: every gold argument is in its documented domain: the enum, a
   vocabulary or domain the docs give (:mod:`autoforge.domain.values`), pattern (through
   :mod:`autoforge.patterns`; one that cannot be used is no check), date format,
@@ -27,6 +29,7 @@ from datetime import date
 from typing import Any
 
 from autoforge.domain.keys import param_schemas
+from autoforge.domain.tool_kinds import in_tasks
 from autoforge.domain import words as nm
 from autoforge.domain.values import domain_for, order_pairs, pair_of
 from autoforge.envs.interface import EnvLike
@@ -94,10 +97,25 @@ def _value_at(state: dict, cell: tuple) -> Any:
     return rec.get(field) if isinstance(rec, dict) else None
 
 
+def check_tool_kinds(calls: list[ToolCall], tools: dict[str, ToolCode]) -> str | None:
+    """The first gold call of a tool no task may call (:func:`autoforge.domain.tool_kinds.in_tasks`:
+    a scratchpad, a calculator, a hand-off), as a reason (None: every call may be in a task)."""
+    for i, call in enumerate(calls):
+        tool = tools.get(call.name)
+        if tool is not None and not in_tasks(tool.kind):
+            return (f"call {i + 1} is {call.name}, a {tool.kind} tool: no task's gold run calls it "
+                    "(a thought, a calculation or a hand-off is never what a user asks for)")
+    return None
+
+
 def check_writes_observable(env: EnvLike, initial_state: dict, calls: list[ToolCall],
                             tools: dict[str, ToolCode]) -> str | None:
     """Replay the gold calls one by one; each write must change the state and some cell it
-    changed must still hold its value in S*."""
+    changed must still hold its value in S*. A call of a kind no task calls fails first
+    (:func:`check_tool_kinds`)."""
+    why = check_tool_kinds(calls, tools)
+    if why:
+        return why
     env.reset(initial_state)
     before = env.get_state()
     changes: list[tuple[ToolCall, dict[tuple, Any]]] = []

@@ -20,7 +20,7 @@ from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_da
 from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, open_env
 from autoforge.tasks.kinds import task_kind
-from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable
+from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_tool_kinds, check_writes_observable
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              state_hash_like)
 
@@ -156,7 +156,7 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
                        if early else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
     out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer"), run_id))
-    out.append(_result(task, "writes_observable", None, run_id))
+    out.append(_result(task, "writes_observable", check_tool_kinds(task.gold_calls, tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
                        run_id))

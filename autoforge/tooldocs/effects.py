@@ -119,6 +119,7 @@ _COLLECTION_WORDS = frozenset("list all history".split())
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _NO_CHANGE = re.compile(
     r"\b(?:does\s+not|doesn'?t|do\s+not|don'?t|will\s+not|won'?t|never|cannot|can'?t|without)\s+(?:\w+\s+)?"
+    r"(?:(?:\w+\s+){1,4}(?:or|nor)\s+)?"  # "will not obtain new information or change the database"
     r"(?:modif(?:y|ies|ying)|chang(?:e|es|ing)|alter(?:s|ing)?|mutat(?:e|es|ing)|affect(?:s|ing)?|updat(?:e|es|ing)"
     r"|writ(?:e|es|ing)|touch(?:es|ing)?|persist(?:s|ing)?)\s+"
     r"(?:(?:any|the|your|its|their|stored|underlying|existing|persistent|server|system)\s+){0,2}"
