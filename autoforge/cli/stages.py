@@ -156,6 +156,8 @@ def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
     empty = empty_environments(rows)
     for r in empty:
         print(f"no verified task for environment {r['name']!r}: {r['why_empty']}", file=sys.stderr)
+        for text in r.get("advice") or []:
+            print(f"  what to change in the doc: {text}", file=sys.stderr)
     if empty:
         print(f"{len(empty)} of {len(rows)} environment(s) yielded no task (exit code {EMPTY_EXIT_CODE}); see "
               "`autoforge sql \"SELECT name, why_empty FROM v_environment_funnel\"`", file=sys.stderr)

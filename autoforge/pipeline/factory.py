@@ -182,9 +182,12 @@ EMPTY_EXIT_CODE = 3  # `autoforge factory`: an environment the batch was asked f
 
 def environment_yield(warehouse: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
     """Rows of ``v_environment_funnel`` (per environment: edges, sequences, DAGs, tasks generated
-    and verified, top drop reasons, and ``why_empty`` when nothing was verified), for ``names`` or all."""
+    and verified, top drop reasons, and ``why_empty`` when nothing was verified), for ``names`` or all,
+    each with ``advice``: what to change in the doc when nothing was verified (:mod:`autoforge.pipeline.advice`)."""
+    from autoforge.pipeline.advice import environment_advice
+
     rows = query(warehouse, "SELECT * FROM v_environment_funnel ORDER BY name", read_only_check=False)
-    return [r for r in rows if names is None or r["name"] in set(names)]
+    return [{**r, "advice": environment_advice(warehouse, r)} for r in rows if names is None or r["name"] in set(names)]
 
 
 def environment_quality(warehouse: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
