@@ -84,3 +84,11 @@ def test_every_advised_reason_is_one_a_stage_raises():
     src = "".join(p.read_text() for d in ("dags", "tasks") for p in (Path(__file__).parents[1] / "autoforge" / d).glob("*.py"))
     raised = set(re.findall(r"(?:DagError|DagExecutionError)\(\"(\w+)\"", src))
     assert set(ADVICE) <= raised, set(ADVICE) - raised
+
+
+def test_a_missing_record_and_a_lookup_that_is_not_unique_name_the_tool_and_parameter():
+    drops = [Drop("generate", "no_candidate", 3, "no record to take book_id from (at get_book)"),
+             Drop("generate", "ambiguous_lookup", 2, "no book has a unique title (at search_books)")]
+    first, second = doc_advice(EMPTY_AT_GENERATE, drops, plain_bookshop())
+    assert first.startswith("`get_book` needs `book_id`, but no record holds one")
+    assert second.startswith("`search_books` finds a book by title, which no book has alone")

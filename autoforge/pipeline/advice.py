@@ -101,22 +101,27 @@ def ambiguous_reasoning(drop: Drop, docs: Docs) -> str | None:
     return None
 
 
-def no_candidate(drop: Drop, docs: Docs) -> str | None:
-    m = re.search(r"no record to take (\w+) from", drop.detail)
+def _at_tool(drop: Drop, docs: Docs, pattern: str) -> tuple[str, tuple[str, ...]] | None:
+    """The first tool ``drop``'s detail names and the groups of ``pattern`` in it; None when either is missing."""
+    m = re.search(pattern, drop.detail)
     tools = docs.named_in(drop.detail)
-    if not m or not tools:
+    return (tools[0], m.groups()) if m and tools else None
+
+
+def no_candidate(drop: Drop, docs: Docs) -> str | None:
+    if not (hit := _at_tool(drop, docs, r"no record to take (\w+) from")):
         return None
-    return (f"`{tools[0]}` needs `{m.group(1)}`, but no record holds one: say which record it belongs to (name it "
-            f"as the field another tool returns, e.g. `<entity>_id`), or give its values (an enum or an example)")
+    tool, (arg,) = hit
+    return (f"`{tool}` needs `{arg}`, but no record holds one: say which record it belongs to (name it as the field "
+            f"another tool returns, e.g. `<entity>_id`), or give its values (an enum or an example)")
 
 
 def ambiguous_lookup(drop: Drop, docs: Docs) -> str | None:
-    m = re.search(r"no (\w+) has a unique (.+?)(?: \(at |$)", drop.detail)
-    tools = docs.named_in(drop.detail)
-    if not m or not tools:
+    if not (hit := _at_tool(drop, docs, r"no (\w+) has a unique (.+?)(?: \(at |$)")):
         return None
-    return (f"`{tools[0]}` finds a {m.group(1)} by {m.group(2)}, which no {m.group(1)} has alone: look it up by a "
-            f"field that is unique (an id, an email, a code) and say so in the parameter's description")
+    tool, (entity, fields) = hit
+    return (f"`{tool}` finds a {entity} by {fields}, which no {entity} has alone: look it up by a field that is "
+            f"unique (an id, an email, a code) and say so in the parameter's description")
 
 
 def gold_call_error(drop: Drop, docs: Docs) -> str | None:
