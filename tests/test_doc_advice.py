@@ -92,3 +92,11 @@ def test_a_missing_record_and_a_lookup_that_is_not_unique_name_the_tool_and_para
     first, second = doc_advice(EMPTY_AT_GENERATE, drops, plain_bookshop())
     assert first.startswith("`get_book` needs `book_id`, but no record holds one")
     assert second.startswith("`search_books` finds a book by title, which no book has alone")
+
+
+def test_writes_that_change_nothing_visible_are_named():
+    drops = [Drop("generate", "unobservable_write", 60, "write place_order (call 1) changes nothing (at place_order)"),
+             Drop("generate", "no_state_change", 3, "the gold run leaves the state as it was")]
+    first, second = doc_advice(EMPTY_AT_GENERATE, drops, plain_bookshop())
+    assert first.startswith("`place_order` changes nothing a read of the tool set shows")
+    assert second.startswith("the writes (`place_order`) left the state as it was")

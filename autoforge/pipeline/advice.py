@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from autoforge.domain.keys import is_key_param
+from autoforge.domain.tools import analyze_tool
 from autoforge.tooldocs.schema import props
 from autoforge.types import ToolSpec
 from autoforge.warehouse import query, read_records
@@ -133,20 +134,37 @@ def gold_call_error(drop: Drop, docs: Docs) -> str | None:
             f"description (an enum, a pattern, a minimum, 'only pending orders can be cancelled'), so tasks keep to it")
 
 
+def say_what_it_changes(docs: Docs, write: str) -> str:
+    """How to state a write's effect, with the write's own entity in the example."""
+    entity = analyze_tool(docs.tools[write], set()).entity if write in docs.tools else "record"
+    return (f"say in its description what it changes, in the fields the reads return (e.g. 'sets the {entity}'s "
+            f"status to <new status>', 'adds the <item> to the {entity}'s <items>')")
+
+
 def no_state_change(drop: Drop, docs: Docs) -> str | None:
     writes = [t.name for t in docs.tools.values() if t.effect == "write"]
     if not writes:
         return None
-    return (f"the writes ({_code(writes[:3])}) changed nothing a later read shows: say in each write's description "
-            f"what it changes, in the fields its reads return ('sets the order's status to cancelled', 'adds a "
-            f"copy to the order')")
+    shown = ", ".join(f"`{w}`" for w in writes[:3]) + (" ..." if len(writes) > 3 else "")
+    return f"the writes ({shown}) left the state as it was: for each, " + say_what_it_changes(docs, writes[0])
+
+
+def unobservable_write(drop: Drop, docs: Docs) -> str | None:
+    tools = docs.named_in(drop.detail)
+    if not tools:
+        return None
+    return (f"`{tools[0]}` changes nothing a read of the tool set shows, so no task can check it: "
+            + say_what_it_changes(docs, tools[0]))
 
 
 def no_answer(drop: Drop, docs: Docs) -> str | None:
     tools = docs.named_in(drop.detail)
     if not tools:
         return None
-    return (f"{_code(tools[-1:])} returns nothing a user could ask for: give it an output schema that names what it "
+    if "none or one" in drop.detail:
+        return (f"`{tools[-1]}` returned one result or none for the values drawn, so counting them asks nothing: say "
+                f"what each result holds (a name, a date, a status) in its output schema, so a task can ask for it")
+    return (f"`{tools[-1]}` returns nothing a user could ask for: give it an output schema that names what it "
             f"returns (a count, a name, a date, a status)")
 
 
@@ -157,6 +175,7 @@ ADVICE: dict[str, Callable[[Drop, Docs], str | None]] = {
     "ambiguous_lookup": ambiguous_lookup,
     "gold_call_error": gold_call_error,
     "no_state_change": no_state_change,
+    "unobservable_write": unobservable_write,
     "no_answer": no_answer,
 }
 
