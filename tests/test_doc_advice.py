@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from autoforge.cli import main
 from autoforge.pipeline import EMPTY_EXIT_CODE, environment_yield
 from autoforge.pipeline.advice import ADVICE, Docs, Drop, doc_advice
@@ -86,17 +88,14 @@ def test_every_advised_reason_is_one_a_stage_raises():
     assert set(ADVICE) <= raised, set(ADVICE) - raised
 
 
-def test_a_missing_record_and_a_lookup_that_is_not_unique_name_the_tool_and_parameter():
-    drops = [Drop("generate", "no_candidate", 3, "no record to take book_id from (at get_book)"),
-             Drop("generate", "ambiguous_lookup", 2, "no book has a unique title (at search_books)")]
-    first, second = doc_advice(EMPTY_AT_GENERATE, drops, plain_bookshop())
-    assert first.startswith("`get_book` needs `book_id`, but no record holds one")
-    assert second.startswith("`search_books` finds a book by title, which no book has alone")
-
-
-def test_writes_that_change_nothing_visible_are_named():
-    drops = [Drop("generate", "unobservable_write", 60, "write place_order (call 1) changes nothing (at place_order)"),
-             Drop("generate", "no_state_change", 3, "the gold run leaves the state as it was")]
-    first, second = doc_advice(EMPTY_AT_GENERATE, drops, plain_bookshop())
-    assert first.startswith("`place_order` changes nothing a read of the tool set shows")
-    assert second.startswith("the writes (`place_order`) left the state as it was")
+@pytest.mark.parametrize("drops, starts", [
+    ([Drop("generate", "no_candidate", 3, "no record to take book_id from (at get_book)"),
+      Drop("generate", "ambiguous_lookup", 2, "no book has a unique title (at search_books)")],
+     ["`get_book` needs `book_id`, but no record holds one", "`search_books` finds a book by title, which no book has alone"]),
+    ([Drop("generate", "unobservable_write", 60, "write place_order (call 1) changes nothing (at place_order)"),
+      Drop("generate", "no_state_change", 3, "the gold run leaves the state as it was")],
+     ["`place_order` changes nothing a read of the tool set shows", "the writes (`place_order`) left the state as it was"]),
+], ids=["missing record, lookup not unique", "writes that change nothing visible"])
+def test_each_drop_is_advised_on_by_the_tool_and_parameter_it_names(drops, starts):
+    texts = doc_advice(EMPTY_AT_GENERATE, drops, plain_bookshop())
+    assert len(texts) == len(starts) and all(t.startswith(s) for t, s in zip(texts, starts)), texts
