@@ -28,7 +28,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_synthesize(args: argparse.Namespace) -> int:
     from autoforge.pipeline import run_synthesis
 
-    summary = run_synthesis(wh(args), env=args.env, backend=args.backend, max_envs=args.max_envs)
+    if args.all_toolsets and not args.paths:
+        raise ConfigError("--all widens PATH's tool sets to every tool set in the warehouse; without PATH, synthesize "
+                          "already works on every tool set: drop --all, or give PATH")
+    summary = run_synthesis(wh(args), env=args.env, backend=args.backend, max_envs=args.max_envs,
+                            paths=list(args.paths or []), all_toolsets=args.all_toolsets)
+    ingested = summary.get("ingest")
+    if ingested is not None:
+        for err in ingested["errors"]:
+            print(f"rejected: {err}", file=sys.stderr)
+        print(f"ingested {ingested['n_toolsets']} tool set(s) from PATH: "
+              f"{', '.join(t['toolset'] for t in ingested['toolsets']) or '-'}")
     print_rows(summary["table"], title="synthesized environments")
     from autoforge.pipeline.synthesize import environment_checks
 
@@ -64,7 +74,8 @@ def _factory_params(args: argparse.Namespace, bundled: bool):
                 if getattr(args, k, None) is not None}
     return FactoryParams(
         backend=args.backend, tasks_per_env=args.tasks_per_env, seed=args.seed, env=args.env,
-        paths=list(args.paths or []), bundled=bundled, max_envs=args.max_envs, warehouse=wh(args), **sampling,
+        paths=list(args.paths or []), bundled=bundled, max_envs=args.max_envs, warehouse=wh(args),
+        all_toolsets=args.all_toolsets, **sampling,
     )
 
 
@@ -145,6 +156,8 @@ def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
     empty = empty_environments(rows)
     for r in empty:
         print(f"no verified task for environment {r['name']!r}: {r['why_empty']}", file=sys.stderr)
+        for text in r.get("advice") or []:
+            print(f"  what to change in the doc: {text}", file=sys.stderr)
     if empty:
         print(f"{len(empty)} of {len(rows)} environment(s) yielded no task (exit code {EMPTY_EXIT_CODE}); see "
               "`autoforge sql \"SELECT name, why_empty FROM v_environment_funnel\"`", file=sys.stderr)
@@ -185,9 +198,18 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="ingest the bundled corpus of 10+ domains")
 
     s = sub.add_parser("synthesize", parents=[common], help=HELP["synthesize"],
+                       description="Synthesize an environment (state schema + checked tool code) per tool set. With "
+                                   "PATH: ingest those docs first (the same docs give the same rows, so docs ingested "
+                                   "before are not duplicated) and synthesize only the tool sets they define; the "
+                                   "other tool sets in the warehouse are left untouched (--all: every tool set). "
+                                   "Without PATH: every tool set already in the warehouse (`autoforge ingest` first).",
                        epilog=f"Exit codes: 0 done; {FAILED_EXIT_CODE} an environment failed (no tool accepted, it raised, "
                               "or e.g. the LLM server could not be reached) or its result was worse than the stored one "
                               "(which is kept); the reasons are printed. 2 bad parameters or input.")
+    s.add_argument("paths", nargs="*", metavar="PATH",
+                   help="tool docs (files or folders) to ingest and synthesize; default: every tool set in the warehouse")
+    s.add_argument("--all", dest="all_toolsets", action="store_true",
+                   help="with PATH: after ingesting it, synthesize every tool set in the warehouse, not only PATH's")
     s.add_argument("--env", metavar="NAME", default=default(SynthesizeParams, "env"), help="only this tool set (default: all)")
     s.add_argument("--backend", choices=BACKENDS, default=default(SynthesizeParams, "backend"),
                    help="offline: rules and templates, no network; openai: an OpenAI-compatible server "
@@ -201,8 +223,13 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                        epilog="Exit codes: 0 every environment of the batch yields verified tasks; 3 an environment "
                               "yields none (the reason is printed, and stored in v_environment_funnel.why_empty); "
                               "2 bad parameters or input.")
-    s.add_argument("paths", nargs="*", metavar="PATH", help="tool docs to ingest (default: the bundled corpus)")
+    s.add_argument("paths", nargs="*", metavar="PATH",
+                   help="tool docs to ingest (default: the bundled corpus); the later stages work on the tool sets "
+                        "these docs define and leave the warehouse's others untouched")
     s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
+    s.add_argument("--all", dest="all_toolsets", action="store_true", default=default(FactoryParams, "all_toolsets"),
+                   help="synthesize, sample, generate and verify every tool set in the warehouse, not only those of "
+                        "PATH (or of the bundled corpus without PATH)")
     s.add_argument("--backend", choices=BACKENDS, default=default(FactoryParams, "backend"),
                    help="offline: rules, no network; openai: an OpenAI-compatible server (AUTOFORGE_OPENAI_*); "
                         "default %(default)s")

@@ -19,6 +19,8 @@ from autoforge.types import EnvironmentRecord, Run, ToolCode, utcnow
 from autoforge.pipeline.corpus import accepted_tools, ids_clause
 from autoforge.warehouse import read_records, table_exists, write_records
 
+TOOLSET_IDS_HELP = ("only the environments of these tool sets (toolset ids; a factory batch sets the ids of "
+                    "the tool sets its docs define); None = every tool set in the warehouse")
 TASKS_PER_ENV = 110  # candidate tasks per environment: the one default of FactoryParams, SampleParams, GenerateParams
 
 
@@ -34,10 +36,13 @@ class EnvSelection(StageParams):
     env: str | None = Field(None, description="only this environment (tool-set name); None = every usable one")
     env_ids: list[str] = Field(default_factory=list, description="only these environment ids (empty = no filter)")
     max_envs: int | None = Field(None, description="at most this many environments, in name order (quick runs)")
+    toolset_ids: list[str] | None = Field(None, description=TOOLSET_IDS_HELP)
 
     def selection(self) -> dict[str, Any]:
-        """The selection as it is recorded in the run row."""
-        return {"env": self.env, "env_ids": sorted(self.env_ids), "max_envs": self.max_envs}
+        """The selection as it is recorded in the run row (``toolset_ids`` only when set, so an
+        unscoped run keeps the run id it had before the field existed)."""
+        scope = {} if self.toolset_ids is None else {"toolset_ids": sorted(self.toolset_ids)}
+        return {"env": self.env, "env_ids": sorted(self.env_ids), "max_envs": self.max_envs, **scope}
 
 
 def given(**fields: Any) -> dict[str, Any]:
@@ -84,6 +89,10 @@ def load_environments(warehouse: str | None, sel: EnvSelection) -> tuple[list[En
         raise ConfigError("the warehouse has no environments yet: run `autoforge synthesize` (or `autoforge factory`) first")
     where, params = ids_clause("env_id", sel.env_ids)
     conds = [x for x in [where, "status IN ('ready', 'partial')"] if x]
+    if sel.toolset_ids is not None:
+        scope, scope_params = ids_clause("toolset_id", sel.toolset_ids, prefix="t")
+        conds.append(scope or "FALSE")  # an empty scope selects nothing, never everything
+        params.update(scope_params)
     if sel.env is not None:
         conds.append("name = :env_name")
         params["env_name"] = sel.env

@@ -19,12 +19,13 @@ M = TypeVar("M", bound=Record)
 USABLE = ("ready", "partial")  # environment statuses with accepted tools to run
 
 
-def ids_clause(column: str, ids: Iterable[str] | None) -> tuple[str | None, dict]:
-    """``column IN (:i0, :i1, ...)`` with its parameters; (None, {}) for no ids."""
+def ids_clause(column: str, ids: Iterable[str] | None, prefix: str = "i") -> tuple[str | None, dict]:
+    """``column IN (:i0, :i1, ...)`` with its parameters; (None, {}) for no ids. ``prefix`` names the
+    parameters, so two clauses can share one query."""
     ids = sorted(set(ids or []))
     if not ids:
         return None, {}
-    names = [f"i{k}" for k in range(len(ids))]
+    names = [f"{prefix}{k}" for k in range(len(ids))]
     return f"{column} IN ({', '.join(':' + n for n in names)})", dict(zip(names, ids))
 
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from autoforge.dags.sequences import START_RULES
 from autoforge.errors import ConfigError
@@ -45,17 +45,40 @@ class FactoryParams(StageParams):
                                               "batch sampled (a top-up of environments sampled before: the demo's second "
                                               "batch); the default keeps a batch's memory and time independent of the "
                                               "warehouse")
+    all_toolsets: bool = Field(False, description="synthesize, sample, generate and verify every tool set in the "
+                                                   "warehouse; the default works on the tool sets this batch's docs "
+                                                   "define (paths, and the bundled corpus when bundled) and leaves the "
+                                                   "others untouched")
     warehouse: str | None = Field(None, description="DuckDB file or postgresql:// URL (default: AUTOFORGE_WAREHOUSE or ./autoforge.duckdb)")
+    _docs: Any = PrivateAttr(None)  # the parsed docs (IngestResult), read once per params object
 
     def batch_id(self) -> str:
-        """Same parameters -> same batch id -> re-running adds no rows."""
-        return content_id("batch", self.model_dump(exclude={"warehouse"} | (set() if self.all_dags else {"all_dags"})))
+        """Same parameters -> same batch id -> re-running adds no rows (a flag at its default is left
+        out, so the ids of batches from before it existed stay the same)."""
+        defaults = {name for name in ("all_dags", "all_toolsets") if not getattr(self, name)}
+        return content_id("batch", self.model_dump(exclude={"warehouse"} | defaults))
+
+    def docs(self) -> Any:
+        """This batch's tool docs, parsed (pure: nothing is written; the ingest stage parses them again)."""
+        if self._docs is None:
+            from autoforge.tooldocs.ingest import ingest_paths
+
+            self._docs = ingest_paths(self.ingest_params().all_paths())
+        return self._docs
+
+    def ingest_params(self) -> ingest.IngestParams:
+        return ingest.IngestParams(paths=self.paths, bundled=self.bundled)
+
+    def scope(self) -> list[str] | None:
+        """The toolset ids the later stages work on: those of this batch's docs; None with
+        ``all_toolsets`` (every tool set in the warehouse)."""
+        return None if self.all_toolsets else sorted(t.toolset_id for t in self.docs().toolsets)
 
     def stage_params(self) -> dict[str, StageParams]:
         """Each stage's parameters for this batch: the single place they are derived."""
-        sel = {"env": self.env, "max_envs": self.max_envs}
+        sel = {"env": self.env, "max_envs": self.max_envs, "toolset_ids": self.scope()}
         return {
-            "ingest": ingest.IngestParams(paths=self.paths, bundled=self.bundled),
+            "ingest": self.ingest_params(),
             "synthesize": synthesize.SynthesizeParams(backend=self.backend, **sel),
             "sample": sample.SampleParams(seed=self.seed, tasks_per_env=self.tasks_per_env, backend=self.backend,
                                           start=self.start, min_len=self.min_len, max_len=self.max_len, walks=self.walks,
@@ -93,18 +116,26 @@ class FactoryParams(StageParams):
             if "://" not in self.warehouse and Path(self.warehouse).expanduser().is_dir():
                 raise ConfigError(f"warehouse {self.warehouse!r} is a directory: give a file path inside it, "
                                   f"e.g. {str(Path(self.warehouse) / 'autoforge.duckdb')!r}")
+        if not self.all_toolsets and not self.docs().toolsets:
+            errors = "; ".join(self.docs().errors[:3]) or "no tool was found in them"
+            raise ConfigError(f"the docs define no tool set, so the batch has nothing to work on: {errors}")
         if self.env is not None:
             known = self.known_environments()
             if self.env not in known:
-                raise ConfigError(f"unknown environment {self.env!r}; valid environments: {', '.join(sorted(known))}")
+                where = "" if self.all_toolsets else (" (the tool sets of this batch's docs; --all / all_toolsets "
+                                                      "chooses among every tool set in the warehouse)")
+                raise ConfigError(f"unknown environment {self.env!r}; valid environments{where}: "
+                                  f"{', '.join(sorted(known))}")
 
     def known_environments(self) -> set[str]:
-        """Tool-set names this batch can produce: those in its tool docs plus those already in the warehouse."""
-        from autoforge.tooldocs.ingest import ingest_paths
+        """Tool-set names this batch can produce: those in its tool docs, plus, with ``all_toolsets``,
+        those already in the warehouse."""
         from autoforge.warehouse import query, table_exists
         from autoforge.warehouse.engine import duckdb_path, resolve_url
 
-        names = {t.name for t in ingest_paths(self.stage_params()["ingest"].all_paths()).toolsets}
+        names = {t.name for t in self.docs().toolsets}
+        if not self.all_toolsets:
+            return names
         db = duckdb_path(resolve_url(self.warehouse))
         if (db is None or db.exists()) and table_exists(self.warehouse, "toolsets"):
             names |= {r["name"] for r in query(self.warehouse, "SELECT name FROM toolsets", read_only_check=False)}
@@ -151,9 +182,12 @@ EMPTY_EXIT_CODE = 3  # `autoforge factory`: an environment the batch was asked f
 
 def environment_yield(warehouse: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:
     """Rows of ``v_environment_funnel`` (per environment: edges, sequences, DAGs, tasks generated
-    and verified, top drop reasons, and ``why_empty`` when nothing was verified), for ``names`` or all."""
+    and verified, top drop reasons, and ``why_empty`` when nothing was verified), for ``names`` or all,
+    each with ``advice``: what to change in the doc when nothing was verified (:mod:`autoforge.pipeline.advice`)."""
+    from autoforge.pipeline.advice import environment_advice
+
     rows = query(warehouse, "SELECT * FROM v_environment_funnel ORDER BY name", read_only_check=False)
-    return [r for r in rows if names is None or r["name"] in set(names)]
+    return [{**r, "advice": environment_advice(warehouse, r)} for r in rows if names is None or r["name"] in set(names)]
 
 
 def environment_quality(warehouse: str | None, names: list[str] | None = None) -> list[dict[str, Any]]:

@@ -77,7 +77,8 @@ def summary(run: Run, result: IngestResult) -> dict[str, Any]:
         "n_tools": len(result.specs),
         "n_rejected": result.counts()["rejected"],
         "errors": list(result.errors),
-        "toolsets": [{"toolset": t.name, "tools": t.n_tools, "docs": len(t.doc_ids)} for t in result.toolsets],
+        "toolsets": [{"toolset": t.name, "tools": t.n_tools, "docs": len(t.doc_ids), "toolset_id": t.toolset_id}
+                     for t in result.toolsets],
     }
 
 

@@ -52,7 +52,7 @@ from autoforge.envs.synthesis import (
 from autoforge.errors import ConfigError
 from autoforge.llm.messages import clip
 from autoforge.llm.record import MemoryRecorder, stamped
-from autoforge.pipeline.common import StageParams, given, ids_clause, persist
+from autoforge.pipeline.common import TOOLSET_IDS_HELP, StageParams, given, ids_clause, persist
 from autoforge.types import EnvironmentRecord, LLMCall, Run, ToolSet, ToolSpec
 from autoforge.warehouse import query, read_records, table_exists
 
@@ -65,16 +65,26 @@ class SynthesizeParams(StageParams):
     env: str | None = Field(None, description="only this tool set (by name); None = all")
     backend: str = Field("offline", description='"offline" (templates, no network) or "openai" (LLM code with bounded repair)')
     max_envs: int | None = Field(None, description="at most this many tool sets, in name order (quick runs)")
+    toolset_ids: list[str] | None = Field(None, description=TOOLSET_IDS_HELP)
 
     def run_row(self, batch_id: str | None = None) -> Run:
-        return Run.make(STAGE, {"env": self.env, "backend": self.backend, "max_envs": self.max_envs}, batch_id)
+        scope = {} if self.toolset_ids is None else {"toolset_ids": sorted(self.toolset_ids)}  # unscoped: the id it had
+        return Run.make(STAGE, {"env": self.env, "backend": self.backend, "max_envs": self.max_envs, **scope}, batch_id)
 
 
 def load(warehouse: str | None, params: SynthesizeParams) -> list[tuple[ToolSet, list[ToolSpec]]]:
-    """The tool sets to synthesize (all, or ``env``; at most ``max_envs``), each with its specs in order."""
+    """The tool sets to synthesize (all, those of ``toolset_ids``, or ``env`` among them; at most
+    ``max_envs``), each with its specs in order."""
     if not table_exists(warehouse, "toolsets"):
         raise ConfigError("the warehouse has no tool sets yet: run `autoforge ingest` first")
-    toolsets = select_toolsets(read_records(warehouse, ToolSet, order_by="name"), params.env)
+    toolsets = read_records(warehouse, ToolSet, order_by="name")
+    if params.toolset_ids is not None:
+        scope = set(params.toolset_ids)
+        toolsets = [t for t in toolsets if t.toolset_id in scope]
+        if not toolsets:
+            raise ConfigError("none of the tool sets to synthesize is in the warehouse: ingest their docs first "
+                              "(`autoforge ingest PATH`, or give PATH to `autoforge synthesize`)")
+    toolsets = select_toolsets(toolsets, params.env)
     if params.max_envs is not None:
         if params.max_envs < 1:
             raise ConfigError(f"max_envs must be at least 1, got {params.max_envs}")
@@ -240,11 +250,26 @@ def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_
 
 
 def run_synthesis(warehouse: str | None, env: str | None = None, backend: str | None = None, *,
-                  batch_id: str | None = None, max_envs: int | None = None, settings: Any = None) -> dict[str, Any]:
+                  batch_id: str | None = None, max_envs: int | None = None, settings: Any = None,
+                  paths: list[str] | None = None, all_toolsets: bool = False) -> dict[str, Any]:
     """Synthesize environments for the tool sets in the warehouse and store the results (None: the
-    :class:`SynthesizeParams` default)."""
-    return run(warehouse, SynthesizeParams(**given(env=env, backend=backend, max_envs=max_envs)), batch_id=batch_id,
-               settings=settings)
+    :class:`SynthesizeParams` default). ``paths``: ingest these tool docs first (an ingest run; the
+    same docs give the same rows) and synthesize only the tool sets they define, or every tool set
+    in the warehouse with ``all_toolsets``. The summary's ``ingest`` is that ingest's summary."""
+    scope: list[str] | None = None
+    ingested = None
+    if paths:
+        from autoforge.pipeline import ingest
+
+        ingested = ingest.run(warehouse, ingest.IngestParams(paths=[str(p) for p in paths]), batch_id=batch_id)
+        if not all_toolsets:
+            scope = [t["toolset_id"] for t in ingested["toolsets"]]
+            if not scope:
+                raise ConfigError("the docs define no tool set, so there is nothing to synthesize: "
+                                  + ("; ".join(ingested["errors"][:3]) or "no tool was found in them"))
+    out = run(warehouse, SynthesizeParams(**given(env=env, backend=backend, max_envs=max_envs, toolset_ids=scope)),
+              batch_id=batch_id, settings=settings)
+    return {**out, "ingest": ingested} if ingested is not None else out
 
 
 def environment_checks(warehouse: str | None, env_ids: list[str] | None = None) -> list[dict[str, Any]]:

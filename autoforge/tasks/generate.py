@@ -246,7 +246,9 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
             task = generate_task(env, by_name, dag, runtime, rng, client=client, test_fraction=test_fraction,
                                  batch_id=batch_id, run_id=run_id)
         except (DagExecutionError, PhrasingError) as exc:
-            rejections.append(rejection("generate", item, exc.reason, exc.detail[:500], run_id))
+            where = node_label(dag, getattr(exc, "node", None))
+            rejections.append(rejection("generate", item, exc.reason, (exc.detail + (f" (at {where})" if where else ""))[:500],
+                                        run_id))
             streak[dag.dag_id] += 1
             return False
         if task.task_id in seen:
@@ -336,3 +338,25 @@ def stage_counts(results: list[StageResult], seconds: float) -> dict[str, Any]:
             "out": verified if verifying else sum(len(r.tasks) for r in results),
             "tasks": sum(len(r.tasks) for r in results), "verified": verified,
             "rejected": sum(len(r.rejections) for r in results), "seconds": round(seconds, 3)}
+
+
+def node_label(dag: TaskDag, node_id: str | None) -> str | None:
+    """Where in ``dag`` a failure happened, in tool names: ``search_books`` for a tool node, ``argmax
+    over search_books`` for a reasoning node (the tools whose outputs it reads). None: no such node."""
+    nodes = {n.node_id: n for n in dag.nodes}
+    node = nodes.get(node_id or "")
+    if node is None:
+        return None
+    if node.kind == "tool":
+        return node.tool
+    feeds, seen, todo = [], set(), [s.node for s in node.args.values() if s.kind == "node" and s.node]
+    while todo:  # through reasoning nodes (a filter before an argmax) to the tools they read
+        up = nodes.get(todo.pop(0))
+        if up is None or up.node_id in seen:
+            continue
+        seen.add(up.node_id)
+        if up.kind == "tool":
+            feeds.append(up.tool)
+        else:
+            todo += [s.node for s in up.args.values() if s.kind == "node" and s.node]
+    return f"{node.op} over {', '.join(dict.fromkeys(feeds))}" if feeds else node.op
