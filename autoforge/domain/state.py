@@ -29,6 +29,7 @@ from autoforge.domain import words as nm
 from autoforge.domain.entities import id_aliases, plan_tools
 from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_field, suffix_field
 from autoforge.domain.ids import ROLE_PEOPLE, id_param_entity, id_pattern, walk_ids
+from autoforge.domain.outputs import prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
 from autoforge.domain.tools import WRITE_KINDS, ToolPlan, is_selector
@@ -221,6 +222,10 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         # a delete reports what it removed (delete_message -> {receiver_id, ...}): the message's fields,
         # not a record of the receiver
         b.harvest(spec.output_schema, plan.entity, follow=plan.kind != "delete")
+    # 2b. fields a "Returns ..." sentence names, where no output schema shows the record
+    for spec in specs:
+        if spec.output_schema is None:
+            _add_prose_output(b, spec, plans[spec.name])
     # 3. fields from parameters
     for spec in specs:
         plan = plans[spec.name]
@@ -310,3 +315,32 @@ def _add_prose_rules(c: CollectionDraft, spec: ToolSpec, plan: ToolPlan) -> None
         for f in stamps:
             if nm.is_identifier(f):
                 c.add(f, {"type": "string", "format": "date" if f.endswith(("_on", "_date")) else "date-time"})
+
+
+def _add_prose_output(b: _Builder, spec: ToolSpec, plan: ToolPlan) -> None:
+    """The fields the description says the tool returns ("Returns the order with its status, total
+    and the books it contains"), added to the record they belong to: a phrase naming another
+    entity of the tool set becomes a reference to it (``book_ids``, ``desk_id``, and a role such as
+    "start station" becomes ``start_station_id`` referring to stations)."""
+    out = prose_output(spec.description, plan.entity)
+    if out is None:
+        return
+    noun = b.aliases.get(out.noun, out.noun) if out.noun else None
+    entity = noun if noun in b.colls and noun != plan.other else plan.entity
+    c = b.coll(entity)
+    for f in out.fields:
+        name = f.name
+        if name in (f"{entity}_id", "id") or (name.endswith("_id") and id_param_entity(name, b.aliases) == entity):
+            continue
+        ws = name.split("_")
+        last = nm.singular(ws[-1]) if f.noun else None
+        target = b.aliases.get(last, last) if last else None
+        if target in b.colls and target != entity and f.schema.get("type") in ("string", "array"):
+            many = nm.is_plural(ws[-1]) and len(ws) == 1
+            key = f"{target}_ids" if many else (f"{target}_id" if len(ws) == 1 else f"{name}_id")
+            if key in c.fields or f"{target}_id" in c.fields and not many and len(ws) == 1:
+                continue
+            spec_ = {"type": "array", "items": {"type": "string"}} if many else {"type": "string"}
+            c.add(key, spec_, ref=nm.plural(target), note=False)
+        elif name not in c.fields and not suffix_field(name, c.fields):
+            c.add(name, f.schema, note=False)
