@@ -185,7 +185,7 @@ def _read(what: str, each_noun: str | None, entity: str | None) -> ProseOutput |
             listed = what  # a bare list: "ownerId, name, email and the dogs registered to them"
         else:
             return None  # "the updated order": a record, no fields named
-    ent = entity or out.noun
+    ent = out.noun or entity  # "the customer's id": the record the sentence names
     for item in _items(listed):
         f = _field(item, ent)
         if f and all(f.name != g.name for g in out.fields):
