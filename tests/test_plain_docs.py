@@ -111,3 +111,11 @@ def test_plain_sets_yield_fast(tmp_path, name):
 @pytest.mark.parametrize("name", SETS)
 def test_every_plain_set_yields(tmp_path, name):
     _check_yield(tmp_path, name)
+
+
+def test_a_create_starts_its_record_in_the_status_its_prose_says():
+    from autoforge.domain.outputs import said_status
+    assert said_status("Book it. Returns the booked lesson with its lesson_id.", ["open", "booked"]) == "booked"
+    assert said_status("Returns the new reservation with status confirmed.", ["pending", "confirmed"]) == "confirmed"
+    assert said_status("Returns the enrollment with status 'waitlisted'.", ["enrolled", "waitlisted"]) == "waitlisted"
+    assert said_status("Returns the reservation id and its status.", ["pending", "confirmed"]) is None

@@ -191,3 +191,16 @@ def _read(what: str, each_noun: str | None, entity: str | None) -> ProseOutput |
         if f and all(f.name != g.name for g in out.fields):
             out.fields.append(f)
     return out if out.fields else None
+
+
+def said_status(text: str, statuses: list[str]) -> str | None:
+    """The status a returns sentence gives the record, among ``statuses``: "Returns the booked
+    lesson", "the new reservation with status confirmed", "the enrollment with status 'dropped'"."""
+    for what, _ in returns_sentences(text):
+        low = what.lower()
+        for s in statuses:
+            word = re.escape(str(s).replace("_", " "))
+            if re.search(rf"^(?:the\s+|a\s+|an\s+)?(?:new\s+|newly\s+)?{word}\s+[a-z]", low) or \
+                    re.search(rf"\bstatus\s+(?:of\s+|set\s+to\s+|is\s+)?['\"`]?{word}\b", low):
+                return s
+    return None
