@@ -37,6 +37,8 @@ def _fields(text, entity=None):
     ("Returns the slots with their start and end times and room.", {"start_time": "string", "end_time": "string", "room": "string"}),
     ("Returns ownerId, name, email and the dogs registered to them", {"owner_id": "string", "name": "string", "email": "string", "dogs": "string"}),
     ("Returns the desks with their deskId, label and whether they have a monitor.", {"desk_id": "string", "label": "string", "has_monitor": "boolean"}),
+    ("Returns recipes, each with recipe_id, prep time in minutes and opening hours.",
+     {"recipe_id": "string", "prep_time": "integer", "opening_hours": "string"}),
     ("It returns the parcel's status, the locker it is assigned to and the pickup deadline.",
      {"status": "string", "locker": "string", "pickup_deadline": "string"}),
 ])
@@ -73,13 +75,36 @@ def test_a_returns_field_and_an_openapi_response_description_are_read():
 
 
 def test_prose_links_become_references():
-    """"the books it contains" is a list of books; "its desk" a desk; MCP camelCase too."""
-    _, colls = _schema("bookshop")
-    assert colls["orders"]["book_ids"].ref == "books" and colls["orders"]["book_ids"].type == "array"
-    assert colls["books"]["copies_in_stock"].type == "integer"
+    """"the dogs registered to them" is a list of dogs, "the owner" one owner, "its desk" a desk
+    (MCP camelCase); "the books it contains" on an order that holds one ``book_id`` stays that one."""
+    _, colls = _schema("dog_grooming")
+    assert colls["owners"]["dog_ids"].ref == "dogs" and colls["owners"]["dog_ids"].type == "array"
+    assert colls["dogs"]["owner_id"].ref == "owners"
     _, colls = _schema("desk_booking")
     assert colls["reservations"]["desk_id"].ref == "desks"
     assert colls["desks"]["has_monitor"].type == "boolean"
+    _, colls = _schema("bookshop")
+    assert "book_ids" not in colls["orders"] and colls["orders"]["book_id"].ref == "books"
+    assert colls["books"]["copies_in_stock"].type == "integer"
+    _, colls = _schema("parcel_locker")
+    assert colls["lockers"]["opening_hours"].type == "string"  # hours of a day, not a count
+    assert colls["recipients"]["preferred_locker_id"].ref == "lockers"
+
+
+def test_a_search_looks_for_words_a_record_holds():
+    """A free-text ``query`` of a list tool is instantiated from a record's title or name, so the
+    search a task makes finds something (an argmax over its results has items)."""
+    from autoforge.tasks.instantiate import _searchable
+    from autoforge.types import CollectionSpec, FieldSpec
+
+    books = CollectionSpec(name="books", entity="book", primary_key="book_id", id_prefix="B", id_width=4, fields=[
+        FieldSpec(name="book_id", type="string"), FieldSpec(name="title", type="string"),
+        FieldSpec(name="genre", type="string", enum=["fiction", "poetry"]), FieldSpec(name="author", type="string")])
+    records = [{"book_id": "B0001", "title": "Night Trains", "genre": "fiction", "author": "A. Moss"},
+               {"book_id": "B0002", "title": "Salt Roads", "genre": "poetry", "author": "J. Penn"}]
+    assert _searchable(books, records) == ["Night Trains", "Salt Roads"]
+    untitled = books.model_copy(update={"fields": [f for f in books.fields if f.name != "title"]})
+    assert _searchable(untitled, records) == ["A. Moss", "J. Penn"]
 
 
 def _factory(tmp_path, name):

@@ -38,7 +38,7 @@ _CLAUSE = {"it", "they", "them", "that", "which", "who", "there", "where", "when
            "assigned", "attached", "belonging", "linked", "booked", "held", "made", "placed", "left"}
 _KEEP_LEFT = {"seats", "spots", "places", "credits", "days", "minutes", "hours", "copies", "items", "slots", "tickets"}
 COUNT_WORDS = {"count", "number", "quantity", "qty", "credits", "points", "seats", "spots", "places", "capacity",
-               "servings", "copies", "docks", "compartments", "minutes", "hours", "days", "age", "year", "stock",
+               "servings", "copies", "docks", "compartments", "minutes", "days", "age", "year", "stock",
                "stars", "votes", "views", "attempts", "rating", "rank", "level", "floor", "pages", "size_count",
                "nights", "guests", "remaining", "available", "left", "duration"}
 MONEY_WORDS = {"price", "total", "fare", "balance", "amount", "cost", "fee", "fees", "rate", "subtotal", "tax",
@@ -103,6 +103,7 @@ def _field(phrase: str, entity: str | None) -> ProseField | None:
         return ProseField(name, {"type": "boolean"}) if nm.is_identifier(name) else None
     if re.match(r"whether\b", raw, re.I):
         return None  # "whether each is checked off": about the items, not this record
+    unit = re.search(r"\bin\s+(?:seconds|minutes|hours|days|weeks|months|years)\b", raw, re.I)  # "prep time in minutes"
     p = _strip_det(raw)
     p = re.sub(r"^(?:the\s+)?(?:number|count|amount)\s+of\s+", "# ", p, flags=re.I)
     counted = p.startswith("# ")
@@ -128,7 +129,7 @@ def _field(phrase: str, entity: str | None) -> ProseField | None:
         name = f"{entity}_id" if entity else "id"
     ws = name.split("_")
     noun = ws[-1] if len(ws) <= 3 and not counted else None
-    if counted or ws[-1] in COUNT_WORDS or ws[0] in ("remaining", "available", "free", "total_number"):
+    if counted or unit or ws[-1] in COUNT_WORDS or ws[0] in ("remaining", "available", "free", "total_number"):
         schema = {"type": "integer"} if not (set(ws) & MONEY_WORDS) else {"type": "number"}
     elif set(ws) & MONEY_WORDS:
         schema = {"type": "number"}

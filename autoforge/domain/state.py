@@ -46,6 +46,7 @@ class _Builder:
         self.id_info = id_info
         self.id_votes: dict[str, Counter] = {}  # entity -> JSON types its ids are documented with
         self.patterned: set[str | None] = set()  # entities with a documented id pattern (not only an example)
+        self.prose_lists: set[str] = set()  # ``<entity>_ids`` fields read from a returns sentence only
 
     def coll(self, entity: str) -> CollectionDraft:
         if entity not in self.colls:
@@ -281,6 +282,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         if plan.effect == "write" and plan.kind in WRITE_KINDS | {"generic"}:
             _add_prose_rules(c, spec, plan)
     for c in b.colls.values():
+        for name in [n for n in c.fields if n in b.prose_lists]:
+            if name[:-1] in c.fields:  # "the books it contains" where the order holds one book_id: that one
+                del c.fields[name]
         if "status" in c.fields and c.fields["status"].type in ("object", "array", "boolean", "number", "integer"):
             c.status_words, c.status_targets = [], []  # ``status: {fuel_level, door_status}`` is a report and ``status: true`` a flag, not a workflow state
             continue
@@ -342,5 +346,7 @@ def _add_prose_output(b: _Builder, spec: ToolSpec, plan: ToolPlan) -> None:
                 continue
             spec_ = {"type": "array", "items": {"type": "string"}} if many else {"type": "string"}
             c.add(key, spec_, ref=nm.plural(target), note=False)
+            if many:
+                b.prose_lists.add(key)
         elif name not in c.fields and not suffix_field(name, c.fields):
             c.add(name, f.schema, note=False)
