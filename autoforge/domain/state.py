@@ -8,6 +8,9 @@ docs with rules:
   ``accounts``), from tool names (``get_order``, ``list_orders``, ``find_user_id_by_email``)
   and from output schemas (object properties are fields; arrays of objects are list fields
   whose items, when they carry their own ``<x>_id``, also describe entity ``x``);
+* where a tool has no output schema, from the sentence that says what it returns
+  (:mod:`~autoforge.domain.outputs`: "Returns the order with its status, total and the books it
+  contains"): the fields it names, and references for the phrases that name other entities;
 * every collection is keyed by ``<entity>_id`` with ids ``<PREFIX>0001``;
 * a field named ``<other>_id`` (or an array ``<other>_ids``) is a reference to ``others``;
 * enums (statuses) come from schemas, from status verbs (``cancel_*`` adds ``cancelled``)
