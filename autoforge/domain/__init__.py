@@ -24,6 +24,7 @@ Modules, from the words up:
   list, create, update, delete, status, link, unlink, amount, generic);
 - :mod:`~autoforge.domain.entities`: role ids that are another entity, the plan of every tool;
 - :mod:`~autoforge.domain.fields`: the fields of a record, list filters, the field an amount moves;
+- :mod:`~autoforge.domain.outputs`: outputs said in prose ("Returns the order with its items");
 - :mod:`~autoforge.domain.statuses`: the status vocabulary;
 - :mod:`~autoforge.domain.state`: the offline state structure (:class:`~autoforge.types.StateSchema`);
 - :mod:`~autoforge.domain.canonical`: the canonical view (snake_case names, ids as ``<entity>_id``,

@@ -8,6 +8,9 @@ docs with rules:
   ``accounts``), from tool names (``get_order``, ``list_orders``, ``find_user_id_by_email``)
   and from output schemas (object properties are fields; arrays of objects are list fields
   whose items, when they carry their own ``<x>_id``, also describe entity ``x``);
+* where a tool has no output schema, from the sentence that says what it returns
+  (:mod:`~autoforge.domain.outputs`: "Returns the order with its status, total and the books it
+  contains"): the fields it names, and references for the phrases that name other entities;
 * every collection is keyed by ``<entity>_id`` with ids ``<PREFIX>0001``;
 * a field named ``<other>_id`` (or an array ``<other>_ids``) is a reference to ``others``;
 * enums (statuses) come from schemas, from status verbs (``cancel_*`` adds ``cancelled``)
@@ -29,6 +32,7 @@ from autoforge.domain import words as nm
 from autoforge.domain.entities import id_aliases, plan_tools
 from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_field, suffix_field
 from autoforge.domain.ids import ROLE_PEOPLE, id_param_entity, id_pattern, walk_ids
+from autoforge.domain.outputs import prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
 from autoforge.domain.tool_kinds import tool_kind
@@ -46,6 +50,7 @@ class _Builder:
         self.id_info = id_info
         self.id_votes: dict[str, Counter] = {}  # entity -> JSON types its ids are documented with
         self.patterned: set[str | None] = set()  # entities with a documented id pattern (not only an example)
+        self.prose_lists: set[str] = set()  # ``<entity>_ids`` fields read from a returns sentence only
 
     def coll(self, entity: str) -> CollectionDraft:
         if entity not in self.colls:
@@ -224,6 +229,10 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         # a delete reports what it removed (delete_message -> {receiver_id, ...}): the message's fields,
         # not a record of the receiver
         b.harvest(spec.output_schema, plan.entity, follow=plan.kind != "delete")
+    # 2b. fields a "Returns ..." sentence names, where no output schema shows the record
+    for spec in specs:
+        if spec.output_schema is None:
+            _add_prose_output(b, spec, plans[spec.name])
     # 3. fields from parameters
     for spec in specs:
         plan = plans[spec.name]
@@ -279,6 +288,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
         if plan.effect == "write" and plan.kind in WRITE_KINDS | {"generic"}:
             _add_prose_rules(c, spec, plan)
     for c in b.colls.values():
+        for name in [n for n in c.fields if n in b.prose_lists]:
+            if name[:-1] in c.fields:  # "the books it contains" where the order holds one book_id: that one
+                del c.fields[name]
         if "status" in c.fields and c.fields["status"].type in ("object", "array", "boolean", "number", "integer"):
             c.status_words, c.status_targets = [], []  # ``status: {fuel_level, door_status}`` is a report and ``status: true`` a flag, not a workflow state
             continue
@@ -313,3 +325,34 @@ def _add_prose_rules(c: CollectionDraft, spec: ToolSpec, plan: ToolPlan) -> None
         for f in stamps:
             if nm.is_identifier(f):
                 c.add(f, {"type": "string", "format": "date" if f.endswith(("_on", "_date")) else "date-time"})
+
+
+def _add_prose_output(b: _Builder, spec: ToolSpec, plan: ToolPlan) -> None:
+    """The fields the description says the tool returns ("Returns the order with its status, total
+    and the books it contains"), added to the record they belong to: a phrase naming another
+    entity of the tool set becomes a reference to it (``book_ids``, ``desk_id``, and a role such as
+    "start station" becomes ``start_station_id`` referring to stations)."""
+    out = prose_output(spec.description, plan.entity)
+    if out is None:
+        return
+    noun = b.aliases.get(out.noun, out.noun) if out.noun else None
+    entity = noun if noun in b.colls and noun != plan.other else plan.entity
+    c = b.coll(entity)
+    for f in out.fields:
+        name = f.name
+        if name in (f"{entity}_id", "id") or (name.endswith("_id") and id_param_entity(name, b.aliases) == entity):
+            continue
+        ws = name.split("_")
+        last = nm.singular(ws[-1]) if f.noun else None
+        target = b.aliases.get(last, last) if last else None
+        if target in b.colls and target != entity and f.schema.get("type") in ("string", "array"):
+            many = nm.is_plural(ws[-1]) and len(ws) == 1
+            key = f"{target}_ids" if many else (f"{target}_id" if len(ws) == 1 else f"{name}_id")
+            if key in c.fields or f"{target}_id" in c.fields and not many and len(ws) == 1:
+                continue
+            spec_ = {"type": "array", "items": {"type": "string"}} if many else {"type": "string"}
+            c.add(key, spec_, ref=nm.plural(target), note=False)
+            if many:
+                b.prose_lists.add(key)
+        elif name not in c.fields and not suffix_field(name, c.fields):
+            c.add(name, f.schema, note=False)

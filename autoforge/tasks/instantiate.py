@@ -28,6 +28,7 @@ from collections import Counter
 from datetime import date, timedelta
 from typing import Any
 
+from autoforge.domain import words as nm
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.domain.values import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
@@ -374,6 +375,20 @@ def _spread(parent_ids: list[Any], n: int, rng: random.Random) -> list[Any]:
 # --------------------------------------------------------------------------- choosing facts
 
 
+def _searchable(coll: CollectionSpec, records: list[dict]) -> list[str]:
+    """The values a free-text search (``query``, ``keyword``) can look for in ``coll``: its records'
+    names and titles (else any plain text field), one value per record, sorted."""
+    plain = [f.name for f in coll.fields if f.type == "string" and not f.ref and not f.enum and not f.format
+             and f.name != coll.primary_key and not f.name.endswith(("_id", "_ids"))]
+    named = [f for f in plain if f.split("_")[-1] in ("title", "name")] or plain
+    out = []
+    for r in records:
+        v = next((r.get(f) for f in named if isinstance(r.get(f), str) and r.get(f).strip()), None)
+        if v is not None:
+            out.append(v)
+    return sorted(set(out))
+
+
 def _is_id(v: Any) -> bool:
     """A value that may be an id: a string, or an int of an integer-id collection (not a bool)."""
     return isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
@@ -490,6 +505,10 @@ class FactChooser:
 
     def lookup_value(self, node: DagNode, tool: ToolCode, coll: CollectionSpec | None, arg: str, state: dict) -> Any:
         records = list((state.get(coll.name) or {}).values()) if coll else []
+        if records and tool.kind == "list" and nm.snake((tool.arg_map or {}).get(arg, arg)) in nm.QUERY_PARAMS:
+            words = _searchable(coll, records)
+            if words:  # a search for words a record holds (its title, its name), so it finds something
+                return self.rng.choice(words)
         if not records or arg not in records[0]:
             filler = WorldFiller(self.env, self.rng, state)
             return filler.fill(arg, None, param_schemas(tool).get(arg), coll)

@@ -70,3 +70,17 @@ def check_unique(tools: list[ParsedTool], path: str) -> None:
                 path=path, location=tool.location or "/",
             )
         seen[tool.name] = tool.location
+
+
+def with_returns(description: str, returns: Any, path: str, pointer: str, key: str = "returns") -> str:
+    """``description`` with a prose ``returns`` text appended as a "Returns ..." sentence, so the
+    readers of the description (autoforge.domain.outputs) see what the tool says it gives back;
+    a text that already starts with a returns verb is appended as it is."""
+    text = check_text(returns, path, pointer, key=key).strip()
+    if not text:
+        return description
+    if not re.match(r"(?i)(returns?|responds|gives back|yields|outputs?)\b", text):
+        text = "Returns " + text[0].lower() + text[1:] if not text[:2].isupper() else "Returns " + text
+    if not text.endswith((".", "!", "?")):
+        text += "."
+    return f"{description.rstrip()} {text}".strip() if description else text

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoforge.errors import ToolDocError
-from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
+from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique, with_returns
 from autoforge.tooldocs.effects import explicit_effect, mcp_effect, tool_effect
 from autoforge.tooldocs.schema import RefResolver, object_schema, resolved_output
 
@@ -81,6 +81,8 @@ def _parse_tool(tool: Any, pointer: str, path: str, resolver: RefResolver) -> Pa
         output_schema = resolved_output(resolver.resolve(raw_out, out_ptr, local_root=raw_out), path, out_ptr,
                                         what="outputSchema")
 
+    if output_schema is None and isinstance(tool.get("returns"), str):
+        description = with_returns(description, tool["returns"], path, pointer)
     effect = (
         mcp_effect(tool.get("annotations"), path, f"{pointer}/annotations")
         or explicit_effect(tool, path, pointer)

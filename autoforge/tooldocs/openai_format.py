@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from autoforge.errors import ToolDocError
-from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
+from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique, with_returns
 from autoforge.tooldocs.effects import explicit_effect, tool_effect
 from autoforge.tooldocs.schema import RefResolver, object_schema, resolved_output
 
@@ -100,6 +100,8 @@ def _parse_item(item: Any, pointer: str, path: str, resolver: RefResolver) -> Pa
                                             what=key)
             break
 
+    if output_schema is None and isinstance(fn.get("returns"), str):
+        description = with_returns(description, fn["returns"], path, fn_ptr)  # "returns": "a list of ..."
     effect = explicit_effect(fn, path, fn_ptr) or tool_effect(name, description, parameters)
     return ParsedTool(
         name=name, description=description, parameters=parameters, output_schema=output_schema,

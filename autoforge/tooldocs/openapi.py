@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from autoforge.errors import ToolDocError
-from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique
+from autoforge.tooldocs.base import ParsedDocument, ParsedTool, check_name, check_text, check_unique, with_returns
 from autoforge.tooldocs.effects import explicit_effect, method_effect
 from autoforge.tooldocs.schema import RefResolver, check_schema, lookup_pointer, object_schema, resolved_output
 from autoforge.tooldocs.source import pointer_token
@@ -210,6 +210,11 @@ def _operation(route: str, method: str, op: Any, shared: Any, pointer: str, doc:
             raw_schema, s_ptr = found
             output_schema = resolved_output(resolver.resolve(raw_schema, s_ptr), path, s_ptr, what="schema")
             break
+    if output_schema is None and codes:  # the first 2xx response says in words what comes back
+        resp = _deref(responses[codes[0]], doc, path, f"{pointer}/responses/{codes[0]}")
+        said = resp.get("description") if isinstance(resp, dict) else None
+        if isinstance(said, str) and len(said.split()) >= 3:
+            description = with_returns(description, said, path, f"{pointer}/responses/{codes[0]}")
 
     effect = explicit_effect(op, path, pointer) or method_effect(method, description)
     return ParsedTool(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from autoforge.domain import words as nm
 from autoforge.domain.ids import is_integer_ids
+from autoforge.domain.outputs import said_status
 from autoforge.domain.statuses import status_words
 from autoforge.envs.code.base import Code, lit, record_schema, STOCK_FIELDS, TOTAL_FIELDS
 from autoforge.envs.code.context import Ctx
@@ -12,9 +13,10 @@ from autoforge.tooldocs.schema import json_type
 from autoforge.types import CollectionSpec, FieldSpec
 
 
-def _default_value(f: FieldSpec, coll: CollectionSpec) -> str:
+def _default_value(f: FieldSpec, coll: CollectionSpec, said: str | None = None) -> str:
     if f.name == "status" and f.enum:
-        initial = next((s for s in nm.INITIAL_STATUSES if s in f.enum), f.enum[0])
+        # the status the create's prose gives the new record ("Returns the booked lesson") first
+        initial = said if said in f.enum else next((s for s in nm.INITIAL_STATUSES if s in f.enum), f.enum[0])
         return lit(initial)
     if f.enum:
         return lit(f.enum[0])
@@ -73,17 +75,18 @@ def t_create(x: Ctx) -> tuple[str, dict]:
     else:
         c(f"new_id = {x.next_id(coll)}")
     c("record = {")
+    said = said_status(x.spec.description, next((f.enum for f in coll.fields if f.name == "status" and f.enum), []))
     given = {x.field_for(p): p for p in x.params if x.field_for(p) and p != client}
     for f in coll.fields:
         if f.name == pk:
             c(f"    {pk!r}: {'int(new_id)' if is_integer_ids(coll) else 'new_id'},")
         elif f.name in given:
             p = given[f.name]
-            dv = _default_value(f, coll)
+            dv = _default_value(f, coll, said)
             plain = p in x.required or dv == "None"
             c(f"    {f.name!r}: {x.v(p)}," if plain else f"    {f.name!r}: {x.v(p)} if {x.v(p)} is not None else {dv},")
         else:
-            c(f"    {f.name!r}: {_default_value(f, coll)},")
+            c(f"    {f.name!r}: {_default_value(f, coll, said)},")
     c("}")
     for p in x.params:  # parameters that name no field are kept on the record too
         if not x.field_for(p) and nm.snake(p) not in nm.PAGING_PARAMS and p != client:
