@@ -76,7 +76,8 @@ def unresolvable_list(drop: Drop, docs: Docs) -> str | None:
         f"{entity}_id": {"type": "string"}, "name": {"type": "string"}, "created_at": {"type": "string", "format": "date"},
         "status": {"type": "string", "enum": ["..."]}}}}}
     return (f"`{tool}` returns a list (`{path}`) but names no field to choose an item by: say what each result holds "
-            f"(a name, a number or date to compare, a status) in an output schema, e.g. "
+            f"(a name, a number or date to compare, a status) in its description, e.g. \"Returns the {path} with their "
+            f"{entity}_id, name, created_at and status\", or in an output schema, e.g. "
             f"`\"output_schema\": {json.dumps({'type': 'object', 'properties': example})}`")
 
 
