@@ -45,6 +45,9 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
                                "a calculator, a hand-off: autoforge.domain.tool_kinds); answer tasks: only the latter"),
     Check("args_in_domain", "every gold argument is in its documented domain (enum, vocabulary, pattern, format, "
                             "range, ordered pair, past birth date, positive amount)"),
+    Check("no_placeholders", "no gold argument and no initial-state value is a documentation hint instead of a value "
+                             "(a format template such as YYYY-MM-DD, a type name, an \"e.g.\" phrase, a <slot>, xxx, "
+                             "TBD; an empty required argument): autoforge.domain.placeholders"),
     Check("answer_not_given", "answer tasks: the request does not already state the gold answer, and a final message "
                               "that states nothing does not match it; state tasks pass it"),
     Check("near_duplicate", "the task's blueprint (tool sequence + argument sources) holds less than its cap of the "

@@ -15,6 +15,7 @@ from autoforge.dags.build import rejection, topo_order
 from autoforge.domain.keys import is_key_param, key_fields, required_params
 from autoforge.dialogue import mentions
 from autoforge.envs.interface import EnvFactory
+from autoforge.domain.placeholders import find_placeholders
 from autoforge.tasks.checks import CHECKS
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
 from autoforge.envs.sandbox import TODAY
@@ -95,6 +96,32 @@ def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[st
     return None
 
 
+def _enum_values(schema: Any) -> list:
+    """Every value any ``enum`` in a JSON Schema lists (documented choices are values, even "string")."""
+    out: list = []
+    if isinstance(schema, dict):
+        if isinstance(schema.get("enum"), list):
+            out.extend(schema["enum"])
+        for v in schema.values():
+            out.extend(_enum_values(v))
+    elif isinstance(schema, list):
+        for v in schema:
+            out.extend(_enum_values(v))
+    return out
+
+
+def check_placeholders(task: Task, tools: dict[str, ToolCode]) -> str | None:
+    """The first placeholder value in the task's gold arguments or initial state, and where it is."""
+    for i, call in enumerate(task.gold_calls):
+        tool = tools.get(call.name)
+        allowed = _enum_values(tool.parameters) if tool else ()
+        for path, why in find_placeholders(call.arguments, required=required_params(tool) if tool else (), allowed=allowed):
+            return f"gold call {i + 1} ({call.name}) argument {path} is {why}"
+    for path, why in find_placeholders(task.initial_state):
+        return f"initial state {path} is {why}"
+    return None
+
+
 def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: str) -> str | None:
     """None unless another task already holds this task's duplicate key (``seen`` records the first)."""
     key = duplicate_key(task, dag)
@@ -124,6 +151,7 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
                                                                           tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
+    out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
     out.append(_result(task, "answer_not_given", None, run_id))
     return out
 
@@ -158,6 +186,7 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
     out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer"), run_id))
     out.append(_result(task, "writes_observable", check_tool_kinds(task.gold_calls, tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
+    out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
                        run_id))
     return out
