@@ -53,3 +53,18 @@ def test_verify_check_names_value_and_place():
     assert "flights.F1.day" in check_placeholders(_task({"date": "2025-03-01", "who": "Ann"},
                                                         {"flights": {"F1": {"day": "HH:MM"}}}), tools)
     assert check_placeholders(_task({"date": "2025-03-01", "who": "Ann"}, {"flights": {"F1": {"day": "Mon"}}}), tools) is None
+
+
+@pytest.mark.parametrize("desc, name, shape", [
+    ("The travel date, YYYY-MM-DD", "when", r"2025-\d\d-\d\d"), ("Day such as 'MM/DD/YYYY'", "day", r"\d\d/\d\d/2025"),
+    ("Start time (HH:MM)", "start_time", r"\d\d:\d\d"), ("timestamp YYYY-MM-DDTHH:MM:SSZ", "ts", r"2025-\d\d-\d\dT\d\d:\d\d:00Z"),
+    ("Date, e.g. \"DD.MM.YYYY\"", "x", r"\d\d\.\d\d\.2025")])
+def test_a_format_hint_gives_a_value_of_that_format(desc, name, shape):
+    import re
+    from autoforge.domain.values import domain_for, format_hint
+    from autoforge.envs.sample import schema_value
+    ps = {"type": "string", "description": desc}
+    assert format_hint(desc) and placeholder_reason(format_hint(desc))
+    for value in (schema_value(ps, name), domain_for(name, ps).draw(__import__("random").Random(3))):
+        assert re.fullmatch(shape, value) and placeholder_reason(value) is None, value
+    assert schema_value({"type": "string", "default": "YYYY-MM-DD", "description": desc}, name) != "YYYY-MM-DD"
