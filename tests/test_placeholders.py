@@ -19,7 +19,7 @@ def test_placeholders_are_found(value):
 
 @pytest.mark.parametrize("value", [
     "2025-01-02", "14:30", "01/02/2025", "2025-01-02T10:00:00Z", "Seattle", "a@example.com",
-    "https://shop.example.com/p-1", "a sample of soil", "MM", "DD", "Strings and things", "number", "date", "list", "ID-0042", "x", "",
+    "https://shop.example.com/p-1", "a sample of soil", "MM", "DD", "Strings and things", "number", "date", "list", "double", "todo", "bar", "ID-0042", "x", "",
     "The example given was wrong", "<b>", "1 < 2 > 0", 12, 0, None, True, 3.5])
 def test_values_are_not_placeholders(value):
     assert placeholder_reason(value) is None

@@ -15,10 +15,11 @@ from typing import Any, Iterable, Iterator
 # Date and time format templates: only format tokens and separators, with two date or time tokens
 _FORMAT = re.compile(r"(?:YYYY|YY|MM|DD|HH|hh|mm|SS|ss|SSS|sss|[Tt]|Z|[+±]|[-/:. ,_])+")
 _FORMAT_TOKEN = re.compile(r"YYYY|DD|HH|hh|MM|mm|SS|ss")
-# JSON Schema / programming type names; words that are also common data ("number", "date", "list") are left out
-_TYPE_NAMES = {"string", "str", "integer", "int", "float", "double", "boolean", "bool", "object", "array", "dict",
-               "date-time"}
-_FILLER = {"example", "sample", "foo", "bar", "baz", "foobar", "tbd", "tba", "todo", "placeholder", "lorem ipsum",
+# JSON Schema / programming type names; words that are also common data ("number", "date", "list", a "double"
+# room, a "float") are left out
+_TYPE_NAMES = {"string", "str", "integer", "int", "boolean", "bool", "object", "array", "dict", "date-time"}
+# filler words ("todo" and "bar" are left out: a task status, a venue)
+_FILLER = {"example", "sample", "foo", "baz", "foobar", "tbd", "tba", "placeholder", "lorem ipsum",
            "changeme", "dummy", "your value", "value here", "..."}
 _EXAMPLE_PREFIX = re.compile(r"(?:e\.\s?g\.|eg\.|for example|for instance|example:|sample:)", re.IGNORECASE)
 _ANGLE = re.compile(r"<[^<>]{2,60}>|\{\{?[A-Za-z_][\w -]{0,40}\}?\}|\[[A-Z_][A-Z0-9_ ]{1,40}\]")
