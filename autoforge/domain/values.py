@@ -104,6 +104,56 @@ def like_example(example: str) -> Domain:
     return Domain(f"like:{example}", draw)
 
 
+# A date or time format a description gives ("YYYY-MM-DD", "MM/DD/YYYY", "HH:MM", "YYYY-MM-DDTHH:MM:SSZ")
+_FORMAT_HINT = re.compile(r"(?<![A-Za-z])(?:YYYY|DD|MM|HH|hh)(?:[-/:. T](?:YYYY|YY|MM|DD|HH|hh|mm|SS|ss)|Z)+(?![A-Za-z])")
+_FORMAT_PARTS = re.compile(r"YYYY|YY|MM|DD|HH|hh|mm|SS|ss")
+HINT_FIRST = date(2025, 1, 1)  # the tools' clock year: where a drawn date in a documented format starts
+
+
+def format_hint(text: str) -> str | None:
+    """The first date or time format template a description states ("in YYYY-MM-DD format"), or None."""
+    m = _FORMAT_HINT.search(text or "")
+    return m.group(0) if m else None
+
+
+def render_format(template: str, day: date, hour: int = 10, minute: int = 30, second: int = 0) -> str:
+    """``day`` and a time written in ``template`` (``MM`` after an ``HH`` is minutes, as people write it)."""
+    out, pos, seen_hour = [], 0, False
+    for m in _FORMAT_PARTS.finditer(template):
+        out.append(template[pos:m.start()])
+        tok = m.group(0)
+        if tok in ("HH", "hh"):
+            seen_hour = True
+        out.append({"YYYY": f"{day.year:04d}", "YY": f"{day.year % 100:02d}", "DD": f"{day.day:02d}",
+                    "HH": f"{hour:02d}", "hh": f"{(hour - 1) % 12 + 1:02d}", "mm": f"{minute:02d}",
+                    "SS": f"{second:02d}", "ss": f"{second:02d}",
+                    "MM": f"{minute:02d}" if seen_hour else f"{day.month:02d}"}[tok])
+        pos = m.end()
+    out.append(template[pos:])
+    return "".join(out)
+
+
+def fits_format(value: str, template: str) -> bool:
+    """Whether ``value`` is written in ``template`` (each token a run of that many digits)."""
+    rx = re.escape(template)
+    for tok in sorted(set(_FORMAT_PARTS.findall(template)), key=len, reverse=True):
+        rx = rx.replace(tok, r"\d{%d}" % len(tok))
+    return re.fullmatch(rx, value or "") is not None
+
+
+def in_format(value: str, template: str, i: int = 0) -> str:
+    """``value`` if it fits ``template``; else its ISO date (or a date picked by ``i``) written in it."""
+    if fits_format(value, template):
+        return value
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2}))?", value or "")
+    try:
+        day = date(int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else HINT_FIRST + timedelta(days=(i * 37) % 365)
+    except ValueError:
+        day = HINT_FIRST + timedelta(days=(i * 37) % 365)
+    hour, minute = (int(m.group(4)), int(m.group(5))) if m and m.group(4) else (9 + i % 8, (i * 15) % 60)
+    return render_format(template, day, hour, minute)
+
+
 def _random_date(rng: random.Random, first: date, last: date) -> str:
     return (first + timedelta(days=rng.randint(0, (last - first).days))).isoformat()
 

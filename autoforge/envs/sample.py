@@ -24,6 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 from autoforge.domain import values as D
 from autoforge.domain import words as nm
 from autoforge.domain.fields import list_filter_field
+from autoforge.domain.placeholders import placeholder_reason
 from autoforge.domain.ids import free_key, id_param_entity, id_shape, id_value, is_integer_ids
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
@@ -125,6 +126,9 @@ def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: 
     entity = coll.entity if coll is not None else (nm.singular(name.split("_")[0]) if name else "item")
     text = _string(name.lower(), schema.get("format"), i, entity, coll.id_prefix if coll is not None else "X",
                    coll.name if coll is not None else "items")
+    hint = D.format_hint(schema.get("description") or "") if isinstance(schema.get("description"), str) else None
+    if hint and not schema.get("format"):  # "YYYY-MM-DD" in the prose: a value of that shape, never the hint
+        text = D.in_format(text, hint, i)
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
         text = fit_pattern(pattern, text, i)
@@ -476,6 +480,6 @@ def schema_value(ps: dict, name: str = "", i: int = N_RECORDS, ids: dict[str, li
     """A realistic value of the right JSON type for parameter ``name`` (``i``: which sample
     person/date/amount; the default is one past the sample records, i.e. a *new* value)."""
     ps = ps if isinstance(ps, dict) else {}
-    if "default" in ps and ps["default"] is not None:
-        return ps["default"]
+    if "default" in ps and ps["default"] is not None and placeholder_reason(ps["default"]) is None:
+        return ps["default"]  # a documented default, unless it is a hint such as "YYYY-MM-DD"
     return value_for(ps, name, i, ids or {}, None)
