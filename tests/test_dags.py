@@ -314,7 +314,7 @@ def test_sampled_dags_use_every_op_family(env, tools, graph):
 # --------------------------------------------------------------------------- adaptive start rule
 
 
-def test_auto_start_uses_lookups_then_reads_then_tools_with_no_required_id():
+def test_auto_start_tries_every_rule_and_ranks_lookups_first():
     from autoforge.dags.sample import sample_env
     from autoforge.dags.sequences import start_tools
     from autoforge.pipeline import SampleParams
@@ -322,11 +322,16 @@ def test_auto_start_uses_lookups_then_reads_then_tools_with_no_required_id():
     knobs = SampleParams().model_dump(include={"min_len", "max_len", "start", "dag_variants"})  # the stage's defaults
     env, tools = m.make_env(), m.make_tools()
     res = sample_env(env, tools, seed=0, walks=10, merges=0, **knobs)  # the mock shop has lookups
-    assert res.sequences and {s.start_rule for s in res.sequences} == {"lookup"}
-    # without its lookups, walks start at any read; without any read, at tools that need no id
+    rules = [s.start_rule for s in res.sequences]
+    assert len(res.sequences) == 10 and rules.count("lookup") > len(rules) / 2  # walks a user would make rank first
+    assert set(res.starts) == {"lookup", "read", "entry", "any"}  # every rule was tried, each counted
+    assert sum(c["kept"] for c in res.starts.values()) == 10 and res.starts["lookup"]["kept"] == rules.count("lookup")
+    assert all(s.start_rule == "lookup" for s in res.sequences if s.tools[0].startswith("find_"))
+    assert "lookup " in res.row()["starts"]
+    # without its lookups, walks start at any read
     no_lookup = [t for t in tools if not t.name.startswith("find_")]
     res = sample_env(env, no_lookup, seed=0, walks=10, merges=0, **knobs)
-    assert res.sequences and {s.start_rule for s in res.sequences} == {"read"}
+    assert res.sequences and "read" in {s.start_rule for s in res.sequences} and "lookup" not in {s.start_rule for s in res.sequences}
     graph = build_graph(env, tools)
     keys = {c.primary_key for c in env.state_schema.collections}
     entry = start_tools(graph, {t.name: t for t in tools}, keys, "entry")
@@ -337,4 +342,4 @@ def test_auto_start_uses_lookups_then_reads_then_tools_with_no_required_id():
     assert reads.dags and all(d.answer is not None for d in reads.dags)
     # with nothing to walk at all, the rejection says which rules were tried
     none = sample_env(env, [], seed=0, walks=5, merges=0, **knobs)
-    assert not none.sequences and "lookup, read, entry" in none.rejections[-1].detail
+    assert not none.sequences and "lookup, read, entry, any" in none.rejections[-1].detail

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from autoforge.dags.build import DagKnobs, build_dags
 from autoforge.dags.graph import build_graph
-from autoforge.dags.sequences import StartRule, sample_sequences
+from autoforge.dags.sequences import StartRule, merge_sequences, ranked_walks, sample_sequences
 from autoforge.domain.operands import operand_order
 from autoforge.domain.tool_kinds import in_tasks
 from autoforge.llm.record import drain_calls
@@ -30,6 +30,7 @@ class SampleResult:
     dags: list[TaskDag]
     rejections: list[Rejection]
     llm_calls: list[LLMCall] = field(default_factory=list)  # online backend: every call, for the warehouse
+    starts: dict[str, dict[str, int]] = field(default_factory=dict)  # start rule -> {"walks": drawn, "kept": kept}
 
     def records(self) -> list[Any]:
         return [self.graph, *self.sequences, *self.dags, *self.rejections, *self.llm_calls]
@@ -38,10 +39,15 @@ class SampleResult:
         return {"environment": name or self.env_id, "edges": len(self.graph.edges),
                 "walks": sum(s.source == "walk" for s in self.sequences),
                 "merged": sum(s.source == "merge" for s in self.sequences), "dags": len(self.dags),
-                "rejected": len(self.rejections)}
+                "rejected": len(self.rejections), "starts": starts_text(self.starts)}
 
 
-AUTO_STARTS: tuple[StartRule, ...] = ("lookup", "read", "entry")  # start="auto" tries these in order
+def starts_text(starts: dict[str, dict[str, int]]) -> str:
+    """``lookup 12/40, read 28/40``: per start rule, the walks kept of those drawn (rules that drew none left out)."""
+    return ", ".join(f"{r} {c['kept']}/{c['walks']}" for r, c in starts.items() if c["walks"]) or "-"
+
+
+AUTO_STARTS: tuple[StartRule, ...] = ("lookup", "read", "entry", "any")  # start="auto" tries all of these (ranked_walks)
 
 
 def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walks: int, merges: int, min_len: int,
@@ -49,19 +55,20 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
                knobs: DagKnobs | None = None, run_id: str | None = None) -> SampleResult:
     """Graph -> walks + merges -> DAGs for one environment (the knobs' defaults: ``pipeline.SampleParams``).
 
-    ``start="auto"``: walks start where the graph offers — at lookups (reads the user can call
-    with what they know), else at any read, else at any tool with no required id — and each
-    sequence records the rule that was used. Where no walk reaches a write at all, walks over
-    reads become answer sequences (``goal="answer"``): the last read's output is the answer."""
+    ``start="auto"``: walks are drawn under every start rule (at lookups, the reads the user can
+    call with what they know; at any read; at any tool with no required id; at any tool) and the
+    best ``walks`` of them by :func:`autoforge.dags.sequences.walk_score` are kept, each
+    sequence recording its rule (a merge: its first walk's); ``SampleResult.starts`` counts per
+    rule the walks drawn and kept. Where no walk reaches a write at all, walks over reads become
+    answer sequences (``goal="answer"``): the last read's output is the answer."""
     mine = [t for t in tools if t.env_id == env.env_id and t.status == "accepted"]
     graph = build_graph(env, mine, client, run_id=run_id)
     rules = AUTO_STARTS if start == "auto" else (start,)
-    seqs, rule = [], rules[0]
-    for rule in rules:
-        seqs = sample_sequences(graph, mine, walks, seed, min_len=min_len, max_len=max_len, start=rule, n_merged=merges,
-                                env=env)
-        if seqs:
-            break
+    kept, starts = ranked_walks(graph, mine, walks, seed, rules, min_len=min_len, max_len=max_len, env=env)
+    rule_of = {w.seq_id: w.start_rule for w in kept}
+    seqs = kept + [m.model_copy(update={"start_rule": rule_of[m.parents[0]]})
+                   for m in merge_sequences(kept, mine, merges, seed + 1, env=env)]
+    rule: StartRule | None = None  # a fallback's one rule (None: the walks' own)
     if not seqs and start == "auto" and min_len > 1:
         # no multi-step walk anywhere (a tool graph without edges): single writes that need no
         # stored id (make a folder, store a key) are still tasks with a state change to verify
@@ -75,7 +82,9 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
         rule = "read"
         seqs = sample_sequences(graph, mine, walks, seed, min_len=1, max_len=min(max_len, ANSWER_MAX_LEN), start=rule,
                                 env=env, goal="answer")
-    seqs = [s.model_copy(update={"run_id": run_id, "start_rule": rule}) for s in seqs]
+    if rule is not None:
+        starts[rule] = {"walks": sum(s.source == "walk" for s in seqs), "kept": sum(s.source == "walk" for s in seqs)}
+    seqs = [s.model_copy(update={"run_id": run_id, "start_rule": rule or s.start_rule}) for s in seqs]
     dags, rejections = build_dags(graph, seqs, mine, env, seed=seed, variants=dag_variants, knobs=knobs, run_id=run_id)
     if not seqs:
         rejections.append(Rejection(rejection_id=content_id("rej", "sample", env.env_id, "no_sequence"), stage="sample",
@@ -83,7 +92,7 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
                                     detail=f"no walk of {min_len}..{max_len} tools ending in a write "
                                            f"(start rules tried: {', '.join(rules)})",
                                     run_id=run_id))
-    return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id))
+    return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id), starts)
 
 
 ANSWER_MAX_LEN = 3  # an answer task chains at most this many reads (DEFAULT: longer chains of sums read as puzzles)
@@ -107,10 +116,20 @@ def value_edges(tools: list[ToolCode]) -> list[GraphEdge]:
 
 
 def sample_counts(results: list[SampleResult], seconds: float) -> dict[str, Any]:
-    """The stage's counts for its run row and the funnel."""
-    return {"environments": len(results), "in": sum(len(r.sequences) for r in results),
+    """The stage's counts for its run row and the funnel; per start rule, the sequences that start
+    there (``start_<rule>``) and ``start_rules``: the walks each rule drew and how many were kept."""
+    per_rule: dict[str, dict[str, int]] = {}
+    for r in results:
+        for rule, c in r.starts.items():
+            tot = per_rule.setdefault(rule, {"walks": 0, "kept": 0})
+            tot["walks"] += c["walks"]
+            tot["kept"] += c["kept"]
+    seqs = [s for r in results for s in r.sequences]
+    by_rule = {f"start_{rule}": sum(s.start_rule == rule for s in seqs) for rule in per_rule}
+    return {"environments": len(results), "in": len(seqs),
             "out": len({d.seq_id for r in results for d in r.dags}), "dags": sum(len(r.dags) for r in results),
-            "rejected": sum(len(r.rejections) for r in results), "seconds": round(seconds, 3)}
+            "rejected": sum(len(r.rejections) for r in results), **{k: v for k, v in by_rule.items() if v},
+            "start_rules": per_rule, "seconds": round(seconds, 3)}
 
 
 def unreachable_writes(graph: ToolGraph, tools: list[ToolCode]) -> list[str]:

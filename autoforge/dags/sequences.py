@@ -20,9 +20,9 @@ from typing import Any, Callable, Iterable, Literal
 import networkx as nx
 
 from autoforge.dags.graph import to_networkx
-from autoforge.domain.keys import is_key_param, key_fields, output_paths, param_schemas, required_params
+from autoforge.domain.keys import is_key_param, key_fields, name_tokens, output_paths, param_schemas, required_params
 from autoforge.errors import ConfigError
-from autoforge.types import EnvironmentRecord, ToolCode, ToolGraph, ToolSequence, content_id
+from autoforge.types import EnvironmentRecord, GraphEdge, ToolCode, ToolGraph, ToolSequence, content_id
 
 StartRule = Literal["lookup", "read", "entry", "any"]
 Goal = Literal["state", "answer"]
@@ -242,4 +242,127 @@ def sample_sequences(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: 
     return walks + merged
 
 
-__all__ = ["random_walks", "merge_pair", "merge_sequences", "sample_sequences", "start_tools", "param_schemas"]
+# --------------------------------------------------------------------------- ranking walks of every start rule
+
+# Weights of :func:`walk_score` (DEFAULT, ours: the paper draws walks uniformly and ranks none). Every
+# term is per walk or a share, never per call, so a longer walk does not outscore a shorter one by
+# its length alone (long sequences fail instantiation more often: stage 4).
+SCORE_IDENTIFY_START = 3.0  # the walk starts where a user would: identify / look up / search (no stored id needed)
+SCORE_READ_START = 1.0  # ... or at a read that takes an id the user states (their order number)
+SCORE_WRITES = 2.0  # times the mean over its writes of: an earlier call returns its key (search -> pick -> book) 1,
+WRITE_SHOWN = 0.5  # ... an earlier read shows its record with no data flow (check, then act) 0.5,
+WRITE_BLIND = -1.0  # ... nothing earlier leads to it (the user must state what it acts on) -1
+SCORE_DISTINCT = 1.0  # times the share of distinct tools
+SCORE_REPEAT = -1.0  # per tool called again without a write in between that it could show
+SCORE_UNDONE = -3.0  # per write the next write undoes (create then delete, link then unlink, book then cancel)
+UNDO_WORDS = {"delete", "remove", "cancel", "revoke", "unlink", "undo", "discard", "withdraw", "void"}
+
+
+def undoes(first: ToolCode, second: ToolCode) -> bool:
+    """Does the write ``second`` undo the write ``first`` right before it on the same collection?
+    A delete-like write (kind ``delete``/``unlink``, or a name word such as cancel, remove, revoke)
+    after a write that is not one: creating then deleting, linking then unlinking, booking then
+    cancelling leave S* where it was, so no reward sees the first write. Such a walk is not
+    dropped (where the docs allow a cancel after a check-in, that is still a task): it ranks low."""
+    def undo_like(t: ToolCode) -> bool:
+        return t.kind in ("delete", "unlink") or bool(set(name_tokens(t.name)) & UNDO_WORDS)
+
+    return (is_write(first) and is_write(second) and first.collection is not None and first.collection == second.collection
+            and undo_like(second) and not undo_like(first))
+
+
+def walk_score(seq: ToolSequence, graph: ToolGraph, tools: dict[str, ToolCode], keys: set[str],
+               edges: dict[tuple[str, str], GraphEdge] | None = None) -> float:
+    """How much a sequence reads like a workflow a user would go through (higher: better).
+
+    The sum of (weights above): the start (an identify / lookup / search read scores most, a read
+    by a stated id less, anything else nothing); how the walk reaches its writes, averaged over
+    them (an earlier call of the walk returns the write's key: a data edge into one of its
+    identifier parameters; or only shows its record: a state edge; or neither: a blind write);
+    the share of distinct tools; a penalty per repeated call that no write in between explains,
+    and per write the next write undoes (:func:`undoes`). Which writes the kept walks reach is
+    :func:`ranked_walks`' concern (coverage), not the score's. ``edges``: ``graph``'s edges by
+    (src, dst), when the caller scores many walks of one graph."""
+    names = [n for n in seq.tools if n in tools]
+    if not names:
+        return float("-inf")
+    edges = edges if edges is not None else {(e.src, e.dst): e for e in graph.edges}
+    first = tools[names[0]]
+    score = SCORE_IDENTIFY_START if is_lookup(first, keys) else SCORE_READ_START if first.effect == "read" else 0.0
+    reach: list[float] = []
+    for i, name in enumerate(names):
+        tool = tools[name]
+        if is_write(tool):
+            into = [edges.get((p, name)) for p in names[:i]]
+            if any(e is not None and e.kind == "data" and any(is_key_param(b.param, keys) for b in e.bindings) for e in into):
+                reach.append(1.0)
+            elif any(e is not None and tools[e.src].effect == "read" for e in into):
+                reach.append(WRITE_SHOWN)
+            else:
+                reach.append(WRITE_BLIND)
+            if i + 1 < len(names) and undoes(tool, tools[names[i + 1]]):
+                score += SCORE_UNDONE
+        if name in names[:i]:
+            last = max(j for j in range(i) if names[j] == name)
+            changed = any(is_write(tools[m]) and (tools[m].collection == tool.collection or tools[m].collection is None)
+                          for m in names[last + 1:i])
+            if not (tool.effect == "read" and changed):  # re-reading what a write changed has a reason
+                score += SCORE_REPEAT
+    if reach:
+        score += SCORE_WRITES * sum(reach) / len(reach)
+    score += SCORE_DISTINCT * len(set(names)) / len(names)
+    return score
+
+
+def ranked_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int, rules: Iterable[StartRule], *,
+                 min_len: int = 2, max_len: int = 5, env: EnvironmentRecord | None = None,
+                 goal: Goal = "state") -> tuple[list[ToolSequence], dict[str, dict[str, int]]]:
+    """The best ``n`` walks over every start rule in ``rules``, each tagged with its rule.
+
+    Each rule draws up to ``n`` walks (:func:`random_walks`, same seed); a walk two rules draw is
+    one walk. A walk is tagged with the first rule of ``rules`` that allows its first tool (a walk
+    the ``read`` rule drew from a lookup is a ``lookup`` walk). The pool is ranked by
+    :func:`walk_score` (ties: the drawing rule's place in ``rules``, then the order drawn), so one
+    rule yielding little never stops the others, and a rule yielding much never crowds out better
+    walks. The best-ranked walk to each write tool is kept first (every write the pool reaches
+    stays reachable), then the rest by rank. Returns the kept walks in the order drawn (rule by
+    rule: the rank decides which are kept, not how later merges pair them, so a single rule keeps
+    exactly what :func:`random_walks` drew) and, per rule (its tag),
+    ``{"walks": distinct walks drawn, "kept": kept}``."""
+    tools = [t for t in tools if t.env_id == graph.env_id]
+    by_name = {t.name: t for t in tools}
+    keys = key_fields(env)
+    rules = list(rules)
+    in_graph = {k: t for k, t in by_name.items() if k in set(graph.tools)}
+    allowed = {rule: set(start_tools(graph, in_graph, keys, rule)) for rule in rules}
+    pool: dict[str, tuple[ToolSequence, int, int]] = {}
+    stats: dict[str, dict[str, int]] = {rule: {"walks": 0, "kept": 0} for rule in rules}
+    for r, rule in enumerate(rules):
+        for i, w in enumerate(random_walks(graph, tools, n, seed, min_len=min_len, max_len=max_len, start=rule, env=env,
+                                           goal=goal)):
+            if w.seq_id in pool:
+                continue
+            tag = next((q for q in rules if w.tools[0] in allowed[q]), rule)
+            stats[tag]["walks"] += 1
+            pool[w.seq_id] = (w.model_copy(update={"start_rule": tag}), r, i)
+    edges = {(e.src, e.dst): e for e in graph.edges}
+    ranked = sorted(pool.values(), key=lambda x: (-walk_score(x[0], graph, by_name, keys, edges), x[1], x[2]))
+    # coverage first: the best walk to each write tool, so no write the pool reaches is lost to
+    # better-scoring walks of other writes; then the rest by rank
+    chosen: list[int] = []
+    covered: set[str] = set()
+    for j, (w, _, _) in enumerate(ranked):
+        new = {t for t in w.tools if t in by_name and is_write(by_name[t])} - covered
+        if new and len(chosen) < n:
+            chosen.append(j)
+            covered |= new
+    taken = set(chosen)
+    rest = [j for j in range(len(ranked)) if j not in taken]
+    kept = sorted((ranked[j] for j in (chosen + rest)[:max(n, 0)]), key=lambda x: (x[1], x[2]))
+    for w, _, _ in kept:
+        stats[w.start_rule or ""]["kept"] += 1
+    return [w for w, _, _ in kept], stats
+
+
+__all__ = ["random_walks", "merge_pair", "merge_sequences", "sample_sequences", "start_tools", "param_schemas",
+           "ranked_walks", "walk_score"]

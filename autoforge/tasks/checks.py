@@ -53,6 +53,10 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
     Check("near_duplicate", "the task's blueprint (tool sequence + argument sources) holds less than its cap of the "
                             "environment's tasks (tasks.quality.BLUEPRINT_SHARE), counting tasks verified earlier; "
                             "checked last, so only tasks that pass everything else count"),
+    Check("ids_bound", "every identifier a gold call passes (an id-named argument, also inside an object or list "
+                       "argument) is a value the user was told (the user facts, the request) or one an earlier gold "
+                       "call returned (autoforge.tasks.quality.check_ids_bound); the reason names the call, argument "
+                       "and value. Listed last, run before near_duplicate (which counts only tasks passing it)"),
 )}
 
 

@@ -27,7 +27,8 @@ from autoforge.tasks.execute import DagExecutionError, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
 from autoforge.tasks.kinds import ANSWER, task_kind
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
-from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_writes_observable, sequence_cap
+from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_writes_observable,
+                                     sequence_cap)
 from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              content_hash, content_id, legacy_state_hash, state_hash)
 
@@ -135,6 +136,9 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     if client is not None and not getattr(client, "is_offline", True):
         draft = refine_request(client, draft, facts, forbidden)
     refuse_leaks(draft.request, forbidden)
+    why = check_ids_bound(run.calls, run.outputs, facts, draft.request, tools, key_fields(env))
+    if why:
+        raise DagExecutionError("unbound_id", why)
     task_id = content_id("task", env.env_id, dag.dag_id, change, legacy_state_hash(world))  # v1 in the id: ids stay as in older warehouses
     return _task(task_id, env, dag, draft.request, facts, world, run, test_fraction, batch_id, run_id)
 
@@ -170,6 +174,9 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
     if why:
         raise PhrasingError("answer_given", why)
     refuse_leaks(request, lookup_ids(dag, run.outputs, run.args, key_fields(env)))
+    why = check_ids_bound(run.calls, run.outputs, facts, request, tools, key_fields(env))
+    if why:
+        raise DagExecutionError("unbound_id", why)
     task_id = content_id("task", env.env_id, dag.dag_id, gold.model_dump(), canonical_json(facts), legacy_state_hash(world))  # v1: stable ids
     return _task(task_id, env, dag, request, facts, world, run, test_fraction, batch_id, run_id, kind=ANSWER, gold_answer=gold)
 

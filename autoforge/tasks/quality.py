@@ -13,6 +13,11 @@ Each returns None when the task passes, else the reason (stored as a Verificatio
   :mod:`autoforge.patterns`; one that cannot be used is no check), date format,
   minimum / maximum, an ordered pair in order (check-in before check-out), a birth date in the
   past, an amount-like number above zero.
+- :func:`check_ids_bound`: every identifier a gold call passes (an argument
+  :func:`autoforge.domain.keys.is_key_param` names, in any spelling, also inside an object or a
+  list argument: ``items.*.product_id``, ``item_ids``) is something the user was told (a value
+  of the task's user facts, which the request phrases, or the request itself) or something an
+  earlier gold call returned; an id from nowhere is one no agent could find.
 - :func:`blueprint_cap` / :data:`BLUEPRINT_SHARE`: tasks of one environment with the same tool
   sequence and argument sources are one blueprint (``tasks.generate.blueprint_key``); a
   blueprint may hold at most a share of the environment's tasks, so variety comes from
@@ -26,9 +31,9 @@ from __future__ import annotations
 
 import math
 from datetime import date
-from typing import Any
+from typing import Any, Iterable
 
-from autoforge.domain.keys import param_schemas
+from autoforge.domain.keys import is_key_param, param_schemas
 from autoforge.domain.tool_kinds import in_tasks
 from autoforge.domain import words as nm
 from autoforge.domain.values import domain_for, order_pairs, pair_of
@@ -202,4 +207,71 @@ def check_args_in_domain(calls: list[ToolCall], tools: dict[str, ToolCode], toda
         for k, v in flat.items():
             if pair_of(k) and canonical_json(ordered.get(k)) != canonical_json(v):
                 return f"{call.name}: {k}={v!r} is not after its start"
+    return None
+
+
+def _is_id_name(name: str, keys: set[str]) -> bool:
+    """An identifier name (:func:`is_key_param`), or a list of them: ``item_ids``, ``itemIds``, ``product_IDs``."""
+    if is_key_param(name, keys):
+        return True
+    return name.endswith(("ids", "Ids", "IDs")) and is_key_param(name[:-1], keys)
+
+
+def _scalars(value: Any) -> set[str]:
+    """Every scalar of a JSON value (and every key of its objects: records keyed by their id), as text."""
+    out: set[str] = set()
+    todo = [value]
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            out.update(str(k) for k in v)
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif v is not None and not isinstance(v, bool):
+            out.add(str(v))
+    return out
+
+
+def _id_args(name: str, value: Any, keys: set[str], inside_id: bool = False) -> Iterable[tuple[str, Any]]:
+    """(path, value) for every identifier value in an argument: the argument itself when its name
+    is an identifier's, the fields of objects and the items of lists inside it likewise."""
+    is_id = inside_id or _is_id_name(name, keys)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _id_args(f"{name}.{k}", v, keys, _is_id_name(str(k), keys))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _id_args(f"{name}.{i}", v, keys, is_id)
+    elif is_id and value is not None and not isinstance(value, bool) and value != "":
+        yield name, value
+
+
+def check_ids_bound(calls: list[ToolCall], outputs: dict[str, Any], facts: dict[str, Any], request: str,
+                    tools: dict[str, ToolCode], keys: set[str]) -> str | None:
+    """The first identifier a gold call passes that is bound to nothing, as a reason naming the call,
+    the argument and the value (None: every id is bound).
+
+    Bound: a value of the user facts (anywhere inside one: a list of item ids the user names), a
+    token of the request (:func:`autoforge.dialogue.mentions`), or a value or record key anywhere
+    in the output of an earlier call (``outputs``: node id -> output; a call's node id is its
+    ``ToolCall.id``). Values compare as text, so ``42`` and ``"42"`` are one id. A tool's own
+    names for its parameters count too (``ToolCode.arg_map``: ``slug`` keys the articles)."""
+    from autoforge.dialogue import mentions
+
+    told = _scalars(facts)
+    returned: set[str] = set()
+    for i, call in enumerate(calls):
+        tool = tools.get(call.name)
+        arg_map = (tool.arg_map if tool is not None else None) or {}
+        for arg, value in call.arguments.items():
+            named = arg_map.get(arg, arg)
+            for path, v in _id_args(arg, value, keys, _is_id_name(named, keys)):
+                text = str(v)
+                if text in told or text in returned or mentions(request, text):
+                    continue
+                return (f"gold call {i + 1} ({call.name}) argument {path}={v!r} is an identifier the user was not told "
+                        "and no earlier call returned")
+        if call.id is not None and call.id in outputs:
+            returned |= _scalars(outputs[call.id])
     return None

@@ -21,9 +21,13 @@ from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_da
 from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, open_env
 from autoforge.tasks.kinds import task_kind
-from autoforge.tasks.quality import blueprint_cap, check_args_in_domain, check_tool_kinds, check_writes_observable
+from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_tool_kinds,
+                                     check_writes_observable)
 from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              state_hash_like)
+
+
+ORDER = {name: i for i, name in enumerate(CHECKS)}
 
 
 def _result(task: Task, check: str, reason: str | None, run_id: str | None) -> VerificationResult:
@@ -153,6 +157,7 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
     out.append(_result(task, "answer_not_given", None, run_id))
+    out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
     return out
 
 
@@ -189,7 +194,15 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
     out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
                        run_id))
+    out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
     return out
+
+
+def ids_bound(task: Task, run: DagRun | None, tools: dict[str, ToolCode], keys: set[str]) -> str | None:
+    """``ids_bound`` (:func:`autoforge.tasks.quality.check_ids_bound`) on the replay's outputs."""
+    if run is None:
+        return "cannot check identifiers: the gold DAG does not replay"
+    return check_ids_bound(task.gold_calls, run.outputs, task.user_facts, task.request, tools, keys)
 
 
 def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[Task], dags: Iterable[TaskDag], *,
@@ -228,6 +241,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
                     else:
                         held[bp] = held.get(bp, 0) + 1
                 rs.append(_result(task, "near_duplicate", near, run_id))
+                rs.sort(key=lambda r: ORDER[r.check])  # the registry's order (near_duplicate is decided last)
             results.extend(rs)
             failed = [r for r in rs if not r.passed]
             status = "rejected" if failed else "verified"
