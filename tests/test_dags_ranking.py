@@ -108,3 +108,17 @@ def test_walk_score_prefers_a_looked_up_key_and_ranks_an_undone_write_last():
     assert _score(["get_reservation", "get_reservation", "change_seat"]) < _score(["get_reservation", "change_seat"])
     assert (_score(["get_reservation", "change_seat", "get_reservation", "cancel_reservation"])
             > _score(["get_reservation", "change_seat", "change_seat", "cancel_reservation"]))
+
+
+def test_the_sample_stage_counts_walks_drawn_and_kept_per_rule():
+    from autoforge.dags.sample import sample_counts, sample_env
+
+    env = _env()
+    res = sample_env(env, TOOLS, 0, walks=4, merges=2, min_len=2, max_len=5, start="auto", dag_variants=1)
+    assert sum(c["kept"] for c in res.starts.values()) == 4 and res.starts["lookup"]["walks"] == 1
+    counts = sample_counts([res, res], 0.0)
+    assert counts["start_rules"]["lookup"] == {"walks": 2, "kept": 2 * res.starts["lookup"]["kept"]}
+    assert sum(v for k, v in counts.items() if k.startswith("start_") and k != "start_rules") == counts["in"]
+    merged = [s for s in res.sequences if s.source == "merge"]
+    first = {s.seq_id: s.start_rule for s in res.sequences if s.source == "walk"}
+    assert merged and all(m.start_rule == first[m.parents[0]] for m in merged)  # a merge starts where its first walk does

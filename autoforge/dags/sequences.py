@@ -279,8 +279,9 @@ def walk_score(seq: ToolSequence, graph: ToolGraph, tools: dict[str, ToolCode], 
     by a stated id less, anything else nothing); how the walk reaches its writes, averaged over
     them (an earlier call of the walk returns the write's key: a data edge into one of its
     identifier parameters; or only shows its record: a state edge; or neither: a blind write);
-    the share of distinct tools; a penalty per repeated call that no write in between explains,
-    and per write the next write undoes (:func:`undoes`). Which writes the kept walks reach is
+    the share of distinct tools and a penalty per repeated call that no write in between explains
+    (a random walk never revisits a tool, so these two rank merged or given sequences); a
+    penalty per write the next write undoes (:func:`undoes`). Which writes the kept walks reach is
     :func:`ranked_walks`' concern (coverage), not the score's. ``edges``: ``graph``'s edges by
     (src, dst), when the caller scores many walks of one graph."""
     names = [n for n in seq.tools if n in tools]

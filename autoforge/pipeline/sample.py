@@ -41,8 +41,9 @@ class SampleParams(EnvSelection):
     min_len: int = Field(2, description="shortest walk, in tool calls")
     max_len: int = Field(5, description="longest walk, in tool calls")
     start: StartRule | Literal["auto"] = Field(
-        "auto", description="where walks start: lookup | read | entry (no required id) | any, or auto (lookup, else read, "
-                            "else entry: whatever the tool graph offers; each sequence records the rule used)")
+        "auto", description="where walks start: lookup | read | entry (no required id) | any, or auto (walks under every "
+                            "rule, the best kept by dags.sequences.walk_score; each sequence records its rule, the run row "
+                            "counts per rule the walks drawn and kept)")
     dag_variants: int = Field(2, description="DAGs per sequence (different reasoning choices)")
     backend: str = Field("offline", description='"offline" (name/type binding) or "openai" (the LLM judges candidate edges)')
 
