@@ -219,3 +219,58 @@ def test_a_task_is_judged_on_the_records_its_gold_run_uses():
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError, match="valid"):
         Finding("odd", "p", 1, "m")
+
+
+# --------------------------------------------------------------------------- stored and shown (warehouse)
+
+def test_the_warehouse_holds_the_findings_after_synthesis_and_verification(warehouse):
+    import dags_mock as m
+    from autoforge.envs.synthesis import SynthesisResult
+    from autoforge.pipeline import synthesize, verify
+    from autoforge.tasks.execute import run_dag
+    from autoforge.types import Run, WorldCheck, content_id, state_hash
+    from autoforge.warehouse import query, read_records, write_records
+
+    # synthesis: the sample state's findings are stored, and the environment is kept
+    env, tools = m.make_env(), m.make_tools()
+    sample = copy.deepcopy(m.STATE)
+    sample["orders"]["O0004"]["user_id"] = "U0999"  # dangling
+    sample["users"]["U0002"]["tier"] = "platinum"  # outside the enum
+    env = env.model_copy(update={"sample_state": sample})
+    run, _, _ = synthesize.persist_results(warehouse, [SynthesisResult(env, tools, [])], Run.make("synthesize"))
+    assert run.counts["world_findings"] == 2
+    rows = read_records(warehouse, WorldCheck)
+    assert {(r.task_id, r.kind, r.path, r.value) for r in rows} == {
+        (None, "dangling_reference", "orders.O0004.user_id", '"U0999"'),
+        (None, "format_mismatch", "users.U0002.tier", '"platinum"')}
+    view = synthesize.world_check_rows(warehouse, names=["mock_shop"])
+    assert [(r["status"], r["sample_findings"], r["sample_kinds"]) for r in view] == [
+        ("ready", 2, {"dangling_reference": 1, "format_mismatch": 1})]
+
+    # verification: a task whose gold run uses a record naming a missing product is rejected, with its findings stored
+    dag = m.gold_dag()
+
+    def task(name: str, state: dict) -> Task:
+        done = run_dag(m.LocalEnvironment(tools), dag, state, dict(m.GOLD_FACTS))
+        return Task(task_id=content_id("task", name), env_id=m.ENV_ID, dag_id=dag.dag_id,
+                    request="Please cancel my most expensive order.", user_facts=dict(m.GOLD_FACTS),
+                    initial_state=copy.deepcopy(state), gold_state=done.final_state,
+                    gold_state_hash=state_hash(done.final_state), gold_calls=done.calls, n_tool_calls=3, dag_depth=4,
+                    n_reasoning_nodes=1, n_requirements=1)
+
+    bad_state = copy.deepcopy(m.STATE)
+    bad_state["orders"]["O0002"]["product_id"] = "P0404"  # the order the task cancels
+    good, bad = task("good", m.STATE), task("bad", bad_state)
+    write_records(warehouse, [dag, good, bad])
+    verify.run(warehouse, verify.VerifyParams())
+    status = {t.task_id: t.status for t in read_records(warehouse, Task)}
+    assert status == {good.task_id: "verified", bad.task_id: "rejected"}
+    reason = query(warehouse, "SELECT reason FROM verification_results WHERE task_id = :t AND \"check\" = 'world'",
+                   {"t": bad.task_id}, read_only_check=False)[0]["reason"]
+    assert "dangling_reference at initial state orders.O0002.product_id: 'P0404'" in reason
+    stored = [r for r in read_records(warehouse, WorldCheck) if r.task_id is not None]
+    assert {(r.task_id, r.kind, r.path) for r in stored} == {
+        (bad.task_id, "dangling_reference", "initial state orders.O0002.product_id")}
+    (row,) = synthesize.world_check_rows(warehouse)
+    assert (row["tasks_with_findings"], row["rejected_with_findings"], row["verified_with_rejecting_findings"],
+            row["task_kinds"]) == (1, 1, 0, {"dangling_reference": 1})
