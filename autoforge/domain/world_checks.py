@@ -411,21 +411,24 @@ _STATUS_WORDS = {"status", "state"}
 
 def changed_cells(before: dict, after: dict) -> Iterator[tuple[str, str, str | None, Any]]:
     """``(collection, key, field, new value)`` of each change from ``before`` to ``after``; ``field``
-    None for a record added or removed (its value then the record, or None when removed)."""
+    None for a record added or removed (its value then the record, or None when removed). Values
+    are compared as Python compares them (fast on whole tables; ``1`` and ``1.0`` are one value)."""
     for coll in sorted(set(before) | set(after)):
-        a, b = before.get(coll) or {}, after.get(coll) or {}
+        a, b = before.get(coll), after.get(coll)
+        if a == b:
+            continue
         if not isinstance(a, dict) or not isinstance(b, dict):
-            if canonical_json(a) != canonical_json(b):
-                yield coll, "", None, b
+            yield coll, "", None, b
             continue
         for key in sorted(set(a) | set(b)):
             ra, rb = a.get(key), b.get(key)
-            if ra is None or rb is None or not isinstance(ra, dict) or not isinstance(rb, dict):
-                if canonical_json(ra) != canonical_json(rb):
-                    yield coll, key, None, rb
+            if ra == rb:
+                continue
+            if not isinstance(ra, dict) or not isinstance(rb, dict):
+                yield coll, key, None, rb
                 continue
             for f in sorted(set(ra) | set(rb)):
-                if canonical_json(ra.get(f)) != canonical_json(rb.get(f)):
+                if ra.get(f) != rb.get(f):
                     yield coll, key, f, rb.get(f)
 
 
