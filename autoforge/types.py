@@ -12,7 +12,7 @@ import hashlib
 import importlib
 import json
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
@@ -437,6 +437,30 @@ class Rejection(Record):
     reason: str  # short category, e.g. "cyclic_dag", "no_write_tool"
     detail: str | None = None
     run_id: str | None = None
+
+
+class WorldCheck(Record):
+    """One world-check finding (autoforge/domain/world_checks.py): of an environment's sample state
+    after synthesis (``task_id`` None), or of a task that verification rejected for it."""
+
+    check_id: str  # content_id("wcheck", env_id, task_id, kind, path, message)
+    env_id: str
+    task_id: str | None = None
+    kind: Annotated[str, registered("autoforge.domain.world_checks", "FINDING_KINDS", "world-check kind")]
+    path: str  # collection.record.field, or "call N (tool).argument" / "call N (tool): collection.record.field"
+    value: str  # the value found there as JSON text, cut to VALUE_CHARS characters
+    message: str
+    run_id: str | None = None
+    checked_at: datetime = Field(default_factory=utcnow)
+
+    VALUE_CHARS: ClassVar[int] = 500
+
+    @classmethod
+    def of(cls, env_id: str, task_id: str | None, finding: Any, run_id: str | None = None) -> "WorldCheck":
+        """The row of a :class:`autoforge.domain.world_checks.Finding`."""
+        return cls(check_id=content_id("wcheck", env_id, task_id, finding.kind, finding.path, finding.message),
+                   env_id=env_id, task_id=task_id, kind=finding.kind, path=finding.path,
+                   value=canonical_json(finding.value)[:cls.VALUE_CHARS], message=finding.message, run_id=run_id)
 
 
 # --------------------------------------------------------------------------- stage 6: rollouts

@@ -10,8 +10,9 @@ of the read feeds the write; a state edge: the read shows what the write changes
 and reference fields of the state structure; verified tasks, distinct gold tool sequences and
 write tools used by them; rules found / enforced / probe-passed / unparsed; then a second table,
 the task-quality view per tool set (distinct sequences and write tools used as shares, median
-calls, reasoning share, start rules, share of candidates each quality check dropped). Prints
-figures; asserts nothing.
+calls, reasoning share, start rules, share of candidates each quality check dropped); a third,
+the world checks per tool set (sample-state findings, tasks with findings, rejected, verified with
+a rejecting one, and the tasks' findings per kind). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from autoforge.domain.world_checks import FINDING_KINDS
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "realdocs"
 
@@ -81,6 +84,13 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     row["start_rules"] = ",".join(sorted({q["start_rules"] for q in quality if q["start_rules"]})) or "-"
     for k in ("dropped_unobservable", "dropped_out_of_domain", "dropped_near_duplicate"):
         row[k] = next((q[k] for q in quality if q[k] is not None), None)
+    from autoforge.pipeline.synthesize import world_check_rows
+
+    world = world_check_rows(wh)  # v_world_checks: findings of the sample states and of the checked tasks
+    for k in ("sample_findings", "tasks_with_findings", "rejected_with_findings", "verified_with_rejecting_findings"):
+        row[k] = sum(w[k] for w in world)
+    for k in FINDING_KINDS:
+        row[f"wc_{k}"] = sum(w[f"tasks_{k}"] for w in world)
     rules = records(wh, ToolRule)
     row["rules_found"] = len(rules)
     row["rules_enforced"] = sum(r.enforcement == "code" for r in rules)
@@ -96,6 +106,11 @@ COLUMNS = ["toolset", "kind", "tools", "accepted", "read", "write", "unknown", "
 QUALITY = ["toolset", "verified_tasks", "distinct_sequences", "sequence_share", "writes_used", "writes_used_share",
            "median_calls", "reasoning_share", "start_rules", "dropped_unobservable", "dropped_out_of_domain",
            "dropped_near_duplicate"]
+
+
+# the third table: v_world_checks per tool set (findings after synthesis and at verification, per kind)
+WORLD = ["toolset", "verified_tasks", "sample_findings", "tasks_with_findings", "rejected_with_findings",
+         "verified_with_rejecting_findings", *(f"wc_{k}" for k in FINDING_KINDS)]
 
 
 def _line(r: dict, cols: list[str]) -> str:
@@ -131,6 +146,10 @@ def main() -> int:
     print(_line({c: c for c in QUALITY}, QUALITY))
     for r in rows:
         print(_line(r, QUALITY))
+    print("\nworld checks (v_world_checks; wc_<kind>: findings of that kind over the checked tasks)")
+    print(_line({c: c for c in WORLD}, WORLD))
+    for r in rows:
+        print(_line(r, WORLD))
     n = len(rows)
     print(f"\n{n} tool sets; with >= 1 verified task: {sum(r['verified_tasks'] > 0 for r in rows)}; "
           f">= 50: {sum(r['verified_tasks'] >= 50 for r in rows)}; verified tasks in all: {sum(r['verified_tasks'] for r in rows)}")

@@ -62,7 +62,7 @@ def test_082_drops_the_vocabulary_checks_and_keeps_the_rows(tmp_path):
     rule = T.ToolRule(rule_id="r1", env_id="e", tool_id="t", tool="get_x", kind="constraint", text="min 1",
                       values=[1], enforcement="code", probe="passed")
     write_records(wh, [doc, rule], migrate=False)
-    assert apply_migrations(wh)["applied"] == ["082_vocabulary_checks.sql"]
+    assert apply_migrations(wh)["applied"] == [m.name for m in discover() if m.version >= 82]  # 082 and any later
     assert read_records(wh, T.ToolDoc) == [doc] and read_records(wh, T.ToolRule) == [rule]
     write_records(wh, [doc.model_copy(update={"doc_id": "d2", "format": "graphql"}),
                        rule.model_copy(update={"rule_id": "r2", "kind": "rate_limit"})], migrate=False)

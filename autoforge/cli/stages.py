@@ -51,6 +51,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
                  "outputs derived": r["n_outputs_derived"],
                  "writes no read leads to": names_text(r["writes_unreachable"])} for r in checks],
                title="acceptance checks (autoforge sql \"SELECT * FROM v_environment_checks\")")
+    print_world_checks(wh(args), env_ids=[e["env_id"] for e in summary.get("environments", [])])
     c = summary["counts"]
     print(", ".join(f"{k}={v}" for k, v in c.items()))
     for p in summary.get("problems", []):
@@ -134,6 +135,29 @@ def cmd_factory(args: argparse.Namespace) -> int:
     return print_environment_yield(wh(args), result.get("environments") or [])
 
 
+def _kinds_text(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in kinds.items()) or "none"
+
+
+def print_world_checks(warehouse: str | None, env_ids: list[str] | None = None, names: list[str] | None = None) -> None:
+    """The world checks per environment (``v_world_checks``): its sample state's findings and, once
+    verified, its tasks'. An environment with findings is kept; the note says what rejects a task."""
+    from autoforge.domain.world_checks import FINDING_KINDS
+    from autoforge.pipeline.synthesize import world_check_rows
+
+    rows = world_check_rows(warehouse, env_ids=env_ids, names=names)
+    if not rows:
+        return
+    print_rows([{"environment": r["name"], "sample-state findings": _kinds_text(r["sample_kinds"]),
+                 "tasks with findings (rejected)": f"{r['tasks_with_findings']} ({r['rejected_with_findings']})",
+                 "task findings": _kinds_text(r["task_kinds"])} for r in rows],
+               title="world checks (autoforge sql \"SELECT * FROM v_world_checks\"; rows: world_checks)")
+    keep = [k for k, v in FINDING_KINDS.items() if not v.rejects]
+    n_envs = sum(bool(r["sample_findings"]) for r in rows)
+    print(f"{n_envs} environment(s) with sample-state findings, kept (findings never discard an environment); a task "
+          f"holding a finding is rejected (check `world`), except {' and '.join(keep)}, which are stored and shown only")
+
+
 def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
     """The per-environment yield table; the exit code (EMPTY_EXIT_CODE when an environment of the
     batch yields no verified task, with why on stderr)."""
@@ -153,6 +177,7 @@ def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
                  "dropped of candidates: unobservable / out of domain / near-duplicate":
                      f"{share_text(r['dropped_unobservable'])} / {share_text(r['dropped_out_of_domain'])} / {share_text(r['dropped_near_duplicate'])}"}
                 for r in quality], title="task quality (autoforge sql \"SELECT * FROM v_environment_quality\")")
+    print_world_checks(warehouse, names=names)
     empty = empty_environments(rows)
     for r in empty:
         print(f"no verified task for environment {r['name']!r}: {r['why_empty']}", file=sys.stderr)

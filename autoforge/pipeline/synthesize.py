@@ -39,6 +39,9 @@ from pydantic import Field
 from autoforge.dags.graph import build_graph
 from autoforge.domain.keys import is_key_param, key_fields, required_params
 from autoforge.domain.tool_kinds import in_tasks
+from autoforge.domain.world_checks import FINDING_KINDS
+from autoforge.domain.world_checks import counts as finding_counts
+from autoforge.domain.world_checks import state_findings
 from autoforge.dags.sample import unreachable_writes
 from autoforge.envs.smoke import describe
 from autoforge.envs.synthesis import (
@@ -53,7 +56,7 @@ from autoforge.errors import ConfigError
 from autoforge.llm.messages import clip
 from autoforge.llm.record import MemoryRecorder, stamped
 from autoforge.pipeline.common import TOOLSET_IDS_HELP, StageParams, given, ids_clause, persist
-from autoforge.types import EnvironmentRecord, LLMCall, Run, ToolSet, ToolSpec
+from autoforge.types import EnvironmentRecord, LLMCall, Run, ToolSet, ToolSpec, WorldCheck
 from autoforge.warehouse import query, read_records, table_exists
 
 STAGE = "synthesize"
@@ -149,9 +152,11 @@ def with_reachability(result: SynthesisResult) -> SynthesisResult:
     return result
 
 
-def finish_run(run: Run, results: list[SynthesisResult], failed: bool = False, kept: dict[str, str] | None = None) -> Run:
+def finish_run(run: Run, results: list[SynthesisResult], failed: bool = False, kept: dict[str, str] | None = None,
+               world_findings: int = 0) -> Run:
     """The run row: ``failed`` when a unit was lost (``failed``), a result was kept back (``kept``)
-    or a result has a :attr:`~SynthesisResult.problem`."""
+    or a result has a :attr:`~SynthesisResult.problem`; ``world_findings``: the sample states'
+    world-check findings written (they never fail the run)."""
     envs = [r.environment for r in results]
     kept = kept or {}
     problems = sum(r.problem is not None for r in results)
@@ -166,6 +171,7 @@ def finish_run(run: Run, results: list[SynthesisResult], failed: bool = False, k
         rejections=sum(len(r.rejections) for r in results),
         problems=problems,
         kept=len(kept),
+        world_findings=world_findings,
     )
 
 
@@ -190,14 +196,26 @@ def kept_back(warehouse: str | None, results: list[SynthesisResult]) -> dict[str
     return out
 
 
+def world_checks(env: EnvironmentRecord, run_id: str | None = None) -> list[WorldCheck]:
+    """The world checks of ``env``'s sample state (:func:`autoforge.domain.world_checks.state_findings`)
+    as ``world_checks`` rows; none for a failed environment (it has no usable state). Findings do not
+    discard an environment: its tasks that hold them are rejected at verification."""
+    if env.status == "failed":
+        return []
+    return [WorldCheck.of(env.env_id, None, f, run_id) for f in state_findings(env.state_schema, env.sample_state)]
+
+
 def persist_results(warehouse: str | None, results: list[SynthesisResult], run: Run, *, failed: bool = False
                     ) -> tuple[Run, dict[str, int], dict[str, str]]:
-    """The stage's ONE write under the keep rule: every result but those :func:`kept_back`, the LLM
-    calls of all of them, and the finished run row. Returns (run, rows written per table, kept)."""
+    """The stage's ONE write under the keep rule: every result but those :func:`kept_back` with the
+    world checks of its sample state, the LLM calls of all of them, and the finished run row.
+    Returns (run, rows written per table, kept)."""
     kept = kept_back(warehouse, results)
-    run = finish_run(run, results, failed, kept)
+    written_results = [r for r in results if r.environment.env_id not in kept]
+    checks = [w for r in written_results for w in world_checks(r.environment, run.run_id)]
+    run = finish_run(run, results, failed, kept, world_findings=len(checks))
     calls = [c for r in results if r.environment.env_id in kept for c in r.llm_calls]
-    written = persist(warehouse, [r for r in results if r.environment.env_id not in kept], run, extra=calls)
+    written = persist(warehouse, written_results, run, extra=[*calls, *checks])
     return run, written, kept
 
 
@@ -223,11 +241,17 @@ def summary(results: list[SynthesisResult], run: Run, written: dict[str, int] | 
         "run_id": run.run_id,
         "status": run.status,
         "counts": dict(run.counts),
-        "environments": [{**r.summary(), "kept": r.environment.env_id in kept} for r in results],
+        "environments": [{**r.summary(), "kept": r.environment.env_id in kept,
+                          "world_checks": world_counts(r.environment)} for r in results],
         "table": acceptance_table(results),
         "written": written or {},
         "problems": problems,
     }
+
+
+def world_counts(env: EnvironmentRecord) -> dict[str, int]:
+    """``env``'s sample-state findings per kind (:func:`world_checks`), the kinds with any."""
+    return {k: n for k, n in finding_counts(world_checks(env)).items() if n}
 
 
 def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_id: str | None = None,
@@ -277,3 +301,27 @@ def environment_checks(warehouse: str | None, env_ids: list[str] | None = None) 
     read, rules found / enforced / probed), for these environments or all."""
     rows = query(warehouse, "SELECT * FROM v_environment_checks ORDER BY name", read_only_check=False)
     return [r for r in rows if env_ids is None or r["env_id"] in set(env_ids)]
+
+
+WORLD_KINDS_SAMPLE = ("dangling_reference", "nested_reference", "placeholder", "empty_container", "type_mismatch",
+                      "format_mismatch")  # the sample_* columns of v_world_checks (a state has no writes)
+
+
+def world_check_rows(warehouse: str | None, env_ids: list[str] | None = None,
+                     names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of ``v_world_checks`` (per environment: its sample state's findings per kind, its
+    tasks' findings per kind, tasks with findings, rejected, and verified with a rejecting one),
+    for these environments (by id or by name) or all; each with ``sample_kinds`` and
+    ``task_kinds``: the kinds found, as ``{kind: n}``."""
+    if not table_exists(warehouse, "world_checks"):
+        return []
+    rows = query(warehouse, "SELECT * FROM v_world_checks ORDER BY name, env_id", read_only_check=False)
+    out = []
+    for r in rows:
+        if (env_ids is not None and r["env_id"] not in set(env_ids)) or (names is not None and r["name"] not in set(names)):
+            continue
+        sample = {k: r[f"sample_{k}"] for k in WORLD_KINDS_SAMPLE if r[f"sample_{k}"]}
+        tasks = {k: r[f"tasks_{k}"] for k in FINDING_KINDS if r[f"tasks_{k}"]}
+        out.append({**r, "sample_kinds": sample, "task_kinds": tasks})
+    return out
+

@@ -1,7 +1,9 @@
 """Stage 5 over the warehouse: replay and check every generated task, mark it verified or rejected.
 
 ``load`` reads the tasks still ``generated`` (all with ``recheck``), their DAGs and tools, and the
-duplicate and blueprint keys of tasks verified earlier; :func:`run_one` calls :func:`autoforge.tasks.verify.verify_env`.
+duplicate and blueprint keys of tasks verified earlier, and the tools' descriptions (the ``world``
+check reads what a write may change); :func:`run_one` calls :func:`autoforge.tasks.verify.verify_env`,
+whose result also holds the ``world_checks`` rows of the tasks it rejected.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from autoforge.envs.interface import EnvFactory
 from autoforge.pipeline.common import EnvSelection, by_env, finish, ids_clause, load_environments, persist
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, stage_counts
 from autoforge.tasks.verify import verify_env
-from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode
+from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode, ToolSpec
 from autoforge.warehouse import column_exists, query, read_records
 
 STAGE = "verify"
@@ -39,12 +41,14 @@ class VerifyInputs:
     tasks: dict[str, list[Task]] = field(default_factory=dict)
     existing_keys: dict[str, dict[str, str]] = field(default_factory=dict)  # env -> duplicate key of a verified task -> its id
     blueprints: dict[str, dict[str, int]] = field(default_factory=dict)  # env -> blueprint key -> verified tasks of it
+    descriptions: dict[str, dict[str, str]] = field(default_factory=dict)  # env -> tool name -> documented description
 
     def only(self, env: EnvironmentRecord) -> "VerifyInputs":
         """What one environment's unit needs (a task runner ships this, not the whole stage's inputs)."""
         e = env.env_id
         return VerifyInputs([env], {e: self.tools.get(e, [])}, {e: self.dags.get(e, [])}, {e: self.tasks.get(e, [])},
-                            {e: self.existing_keys.get(e, {})}, {e: self.blueprints.get(e, {})})
+                            {e: self.existing_keys.get(e, {})}, {e: self.blueprints.get(e, {})},
+                            {e: self.descriptions.get(e, {})})
 
     def todo(self) -> list[EnvironmentRecord]:
         """The environments with tasks to check."""
@@ -80,6 +84,20 @@ def load(warehouse: str | None, params: VerifyParams) -> VerifyInputs:
                 if (d := old_dags.get(t.dag_id)) is not None:
                     _add_verified(out, t.env_id, t.task_id, duplicate_key(t, d), blueprint_key(t.env_id, d))
     out.dags = by_env(read_records(warehouse, TaskDag, f"{envs_in} AND {dags_of}", qp))
+    out.descriptions = _descriptions(warehouse, [t for e in out.todo() for t in out.tools.get(e.env_id, [])])
+    return out
+
+
+def _descriptions(warehouse: str | None, tools: list[ToolCode]) -> dict[str, dict[str, str]]:
+    """env -> tool name -> the tool's documented description (what the world check reads a write may
+    change), for the accepted tools of the environments with tasks to check."""
+    if not tools:
+        return {}
+    where, qp = ids_clause("tool_id", sorted({t.tool_id for t in tools}))
+    text = {s.tool_id: s.description for s in read_records(warehouse, ToolSpec, where, qp)}
+    out: dict[str, dict[str, str]] = {}
+    for t in tools:
+        out.setdefault(t.env_id, {})[t.name] = text.get(t.tool_id, "")
     return out
 
 
@@ -93,7 +111,7 @@ def run_one(env: EnvironmentRecord, inp: VerifyInputs, run_id: str, *, env_facto
     """One environment's tasks."""
     return verify_env(env, inp.tools.get(env.env_id, []), inp.tasks.get(env.env_id, []), inp.dags.get(env.env_id, []),
                       existing=inp.existing_keys.get(env.env_id), blueprints=inp.blueprints.get(env.env_id), env_factory=env_factory,
-                      run_id=run_id)
+                      run_id=run_id, descriptions=inp.descriptions.get(env.env_id))
 
 
 def run(warehouse: str | None, params: VerifyParams | None = None, *, batch_id: str | None = None,

@@ -48,6 +48,13 @@ CHECKS: dict[str, Check] = {c.name: c for c in (
     Check("no_placeholders", "no gold argument and no initial-state value is a documentation hint instead of a value "
                              "(a format template such as YYYY-MM-DD, a type name, an \"e.g.\" phrase, a <slot>, xxx, "
                              "TBD; an empty required argument): autoforge.domain.placeholders"),
+    Check("world", "the task's world holds no world-check finding of a kind that rejects "
+                   "(autoforge.domain.world_checks.FINDING_KINDS): the records of its initial state that its gold run "
+                   "uses have no dangling reference field, placeholder, empty required container or value of another "
+                   "JSON type; its gold arguments no empty required value, placeholder or mismatch with the tool's "
+                   "parameter schema; no gold write changes a collection or field its parameters, name, description "
+                   "and plan do not name. The reason names each finding's kind, path and value; every finding is "
+                   "stored in world_checks"),
     Check("answer_not_given", "answer tasks: the request does not already state the gold answer, and a final message "
                               "that states nothing does not match it; state tasks pass it"),
     Check("near_duplicate", "the task's blueprint (tool sequence + argument sources) holds less than its cap of the "

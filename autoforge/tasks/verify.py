@@ -9,6 +9,7 @@ environment's blueprint counts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from autoforge.dags.build import rejection, topo_order
@@ -16,6 +17,7 @@ from autoforge.domain.keys import is_key_param, key_fields, required_params
 from autoforge.dialogue import mentions
 from autoforge.envs.interface import EnvFactory
 from autoforge.domain.placeholders import find_placeholders
+from autoforge.domain.world_checks import Finding, enum_values, rejecting, task_findings
 from autoforge.tasks.checks import CHECKS
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
 from autoforge.envs.sandbox import TODAY
@@ -23,8 +25,8 @@ from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, 
 from autoforge.tasks.kinds import task_kind
 from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_tool_kinds,
                                      check_writes_observable)
-from autoforge.types import (EnvironmentRecord, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
-                             state_hash_like)
+from autoforge.types import (EnvironmentRecord, Rejection, StateSchema, Task, TaskDag, ToolCode, VerificationResult,
+                             WorldCheck, canonical_json, state_hash_like)
 
 
 ORDER = {name: i for i, name in enumerate(CHECKS)}
@@ -100,30 +102,49 @@ def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[st
     return None
 
 
-def _enum_values(schema: Any) -> list:
-    """Every value any ``enum`` in a JSON Schema lists (documented choices are values, even "string")."""
-    out: list = []
-    if isinstance(schema, dict):
-        if isinstance(schema.get("enum"), list):
-            out.extend(schema["enum"])
-        for v in schema.values():
-            out.extend(_enum_values(v))
-    elif isinstance(schema, list):
-        for v in schema:
-            out.extend(_enum_values(v))
-    return out
-
-
 def check_placeholders(task: Task, tools: dict[str, ToolCode]) -> str | None:
     """The first placeholder value in the task's gold arguments or initial state, and where it is."""
     for i, call in enumerate(task.gold_calls):
         tool = tools.get(call.name)
-        allowed = _enum_values(tool.parameters) if tool else ()
+        allowed = enum_values(tool.parameters) if tool else ()
         for path, why in find_placeholders(call.arguments, required=required_params(tool) if tool else (), allowed=allowed):
             return f"gold call {i + 1} ({call.name}) argument {path} is {why}"
     for path, why in find_placeholders(task.initial_state):
         return f"initial state {path} is {why}"
     return None
+
+
+def gold_steps(runtime: Any, task: Task) -> tuple[list[tuple[dict, dict]], list[Any]]:
+    """The state before and after each gold call, replayed from the task's initial state, and
+    each call's output (None where it failed)."""
+    runtime.reset(task.initial_state)
+    before, steps, outputs = runtime.get_state(), [], []
+    for call in task.gold_calls:
+        obs = runtime.call(call.name, dict(call.arguments))
+        outputs.append(getattr(obs, "output", None) if getattr(obs, "ok", False) else None)
+        after = runtime.get_state()
+        steps.append((before, after))
+        before = after
+    return steps, outputs
+
+
+WORLD_REASON_FINDINGS = 3  # findings a `world` rejection's reason spells out (all are stored in world_checks)
+
+
+def check_world(runtime: Any, task: Task, schema: StateSchema, tools: dict[str, ToolCode],
+                descriptions: dict[str, str] | None = None) -> tuple[str | None, list[Finding]]:
+    """The ``world`` check: the task's findings (:func:`autoforge.domain.world_checks.task_findings`
+    over the records of its initial state the gold run uses, its gold arguments and the states
+    around each gold call) and the reason, naming each rejecting finding's kind, path and value
+    (None: none of its findings is of a kind that rejects)."""
+    steps, outputs = gold_steps(runtime, task)
+    findings = task_findings(schema, task, tools, steps, descriptions, outputs)
+    bad = rejecting(findings)
+    if not bad:
+        return None, findings
+    more = len(bad) - WORLD_REASON_FINDINGS
+    reason = "; ".join(f.short() for f in bad[:WORLD_REASON_FINDINGS]) + (f"; and {more} more" if more > 0 else "")
+    return f"{len(bad)} world-check finding(s): {reason}", findings
 
 
 def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: str) -> str | None:
@@ -134,10 +155,14 @@ def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: st
 
 
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
-                seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
-    """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them."""
+                seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None
+                ) -> list[VerificationResult]:
+    """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them;
+    ``world``: the environment's state schema and tool descriptions, and where the ``world``
+    check leaves its findings (None: an empty schema, so only the arguments and the initial
+    state's placeholders are judged)."""
     if not task_kind(task.kind).changes_state:
-        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id)
+        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world)
     out = []
     reason, run = check_replay(runtime, task, dag)
     out.append(_result(task, "replay_deterministic", reason, run_id))
@@ -156,13 +181,32 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
                                                                           tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
+    out.append(_result(task, "world", _world(runtime, task, tools, world), run_id))
     out.append(_result(task, "answer_not_given", None, run_id))
     out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
     return out
 
 
+@dataclass
+class WorldInput:
+    """What the ``world`` check reads beyond the task (the environment's), and the findings it left."""
+
+    schema: StateSchema
+    descriptions: dict[str, str] = field(default_factory=dict)  # tool name -> its documented description
+    findings: dict[str, list[Finding]] = field(default_factory=dict)  # task id -> its findings
+
+
+def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInput | None) -> str | None:
+    schema = world.schema if world is not None else StateSchema(collections=[])
+    reason, found = check_world(runtime, task, schema, tools, world.descriptions if world is not None else None)
+    if world is not None and found:
+        world.findings[task.task_id] = found
+    return reason
+
+
 def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
-                       seen: dict[str, str], run_id: str | None = None) -> list[VerificationResult]:
+                       seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None
+                       ) -> list[VerificationResult]:
     """The checks of an answer task (same names as a state task's; see the module docstring)."""
     from autoforge.tasks.answers import answer_given_away, answer_match, gold_answer
 
@@ -192,6 +236,7 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
     out.append(_result(task, "writes_observable", check_tool_kinds(task.gold_calls, tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
+    out.append(_result(task, "world", _world(runtime, task, tools, world), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
                        run_id))
     out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
@@ -207,13 +252,17 @@ def ids_bound(task: Task, run: DagRun | None, tools: dict[str, ToolCode], keys: 
 
 def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[Task], dags: Iterable[TaskDag], *,
                  existing: dict[str, str] | None = None, blueprints: dict[str, int] | None = None,
-                 env_factory: EnvFactory | None = None,
-                 run_id: str | None = None) -> tuple[list[Task], list[VerificationResult], list[Rejection]]:
+                 env_factory: EnvFactory | None = None, run_id: str | None = None,
+                 descriptions: dict[str, str] | None = None, world_rows: list[WorldCheck] | None = None,
+                 ) -> tuple[list[Task], list[VerificationResult], list[Rejection]]:
     """Check the tasks of one environment. ``existing``: duplicate keys of tasks already verified;
-    ``blueprints``: blueprint key -> tasks of it already verified (this environment's).
+    ``blueprints``: blueprint key -> tasks of it already verified (this environment's);
+    ``descriptions``: tool name -> its documented description (what a write may change).
 
     Returns the tasks with ``status`` set (verified / rejected), one result per check and task,
-    and one Rejection (stage ``verify``, reason = first failed check) per rejected task.
+    and one Rejection (stage ``verify``, reason = first failed check) per rejected task. The world
+    checks' findings of each task are appended to ``world_rows`` when it is given (a verified task
+    holds only findings of kinds that do not reject, ``domain.world_checks.FINDING_KINDS``).
     """
     mine = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
     by_name = {t.name: t for t in mine}
@@ -222,6 +271,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
     seen = dict(existing or {})
     held = dict(blueprints or {})
     cap = blueprint_cap(len(tasks) + sum(held.values()))
+    world = WorldInput(env.state_schema, dict(descriptions or {}))
     out_tasks, results, rejections = [], [], []
     with open_env(mine, env_factory) as runtime:
         for task in sorted(tasks, key=lambda t: t.task_id):
@@ -230,7 +280,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
             if dag is None:
                 rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
             else:
-                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id)
+                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id, world=world)
                 bp = blueprint_key(task.env_id, dag)
                 keys_of = {"duplicate_key": duplicate_key(task, dag), "blueprint_key": bp}
                 near = None
@@ -248,14 +298,33 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
             out_tasks.append(task.model_copy(update={"status": status, "run_id": run_id or task.run_id, **keys_of}))
             if failed:
                 rejections.append(rejection("verify", task.task_id, failed[0].check, failed[0].reason, run_id))
+            if world_rows is not None:  # a rejected task's findings; a verified one holds only kinds that keep it
+                world_rows.extend(WorldCheck.of(env.env_id, task.task_id, f, run_id)
+                                  for f in world.findings.get(task.task_id, []))
     return out_tasks, results, rejections
+
+
+@dataclass
+class VerifyResult(StageResult):
+    """A verify stage's result for one environment: a :class:`StageResult` with the world-check
+    findings of its tasks (``world_checks`` rows)."""
+
+    world_checks: list[WorldCheck] = field(default_factory=list)
+
+    def records(self) -> list[Any]:
+        return [*super().records(), *self.world_checks]
 
 
 def verify_env(env: EnvironmentRecord, tools: list[ToolCode], tasks: list[Task], dags: list[TaskDag], *,
                existing: dict[str, str] | None = None, blueprints: dict[str, int] | None = None,
-               env_factory: EnvFactory | None = None, run_id: str | None = None) -> StageResult:
+               env_factory: EnvFactory | None = None, run_id: str | None = None,
+               descriptions: dict[str, str] | None = None) -> VerifyResult:
     """Stage 5 for one environment: every check on ``tasks``; ``existing`` maps duplicate keys of
-    tasks verified earlier to their ids, ``blueprints`` counts their blueprints."""
+    tasks verified earlier to their ids, ``blueprints`` counts their blueprints, ``descriptions``
+    gives each tool's documented description (the ``world`` check reads what a write may change)."""
+    rows: list[WorldCheck] = []
     out, results, rejections = verify_tasks(env, tools, tasks, dags, existing=existing, blueprints=blueprints,
-                                            env_factory=env_factory, run_id=run_id)
-    return StageResult(env.env_id, tasks=out, results=results, rejections=rejections, attempts=len(tasks))
+                                            env_factory=env_factory, run_id=run_id, descriptions=descriptions,
+                                            world_rows=rows)
+    return VerifyResult(env.env_id, tasks=out, results=results, rejections=rejections, attempts=len(tasks),
+                        world_checks=rows)

@@ -39,6 +39,7 @@ TABLES: dict[type[T.Record], tuple[str, tuple[str, ...]]] = {
     T.Task: ("tasks", ("task_id",)),
     T.VerificationResult: ("verification_results", ("task_id", "check")),
     T.Rejection: ("rejections", ("rejection_id",)),
+    T.WorldCheck: ("world_checks", ("check_id",)),
     T.Episode: ("episodes", ("episode_id",)),
     T.EvalResult: ("eval_results", ("result_id",)),
     T.TrainingRun: ("training_runs", ("train_run_id",)),
