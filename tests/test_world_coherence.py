@@ -119,11 +119,14 @@ def test_a_create_and_a_delete_keep_the_parents_list(tmp_path):
     user = sorted(state["users"])[0]
     new = _call(env, state, "create_note", user_id=user, text="call back")
     assert new["note_id"] in state["users"][user]["note_ids"]
+    assert new["note_id"] in _call(env, state, "get_user", user_id=user)["note_ids"]  # the read shows it
     _agree(env.environment.state_schema, state)
     gone = state["users"][user]["note_ids"][0]
     assert _call(env, state, "delete_note", note_id=gone)["deleted"] is True
     assert gone not in state["users"][user]["note_ids"]
     _agree(env.environment.state_schema, state)
+    state["notes"][new["note_id"]]["user_id"] = sorted(state["users"])[1]  # moved by hand: the read follows
+    assert new["note_id"] not in _call(env, state, "get_user", user_id=user)["note_ids"]
 
 
 # --------------------------------------------------------------------------- 2. derived numbers and dates
