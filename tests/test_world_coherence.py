@@ -336,3 +336,40 @@ def test_customer_with_their_orders_gives_agreeing_worlds_and_order_writes(tmp_p
     verified = [t for t in read_records(wh, Task) if t.status == "verified"]
     used = {c.name for t in verified for c in t.gold_calls} & writes
     assert used == {"cancel_order", "update_delivery_address"}, used
+
+
+CART = [
+    _tool("find_customer", "Find a customer by email. Returns the customer's id and name.", {"email": S}),
+    _tool("get_customer", "Get a customer. Returns the customer with their orders.", {"customer_id": S}),
+    _tool("get_order", "Get an order. Returns the order with its items (each with item_id, price and quantity), "
+          "its status and its total.", {"order_id": S}),
+    _tool("update_item_quantity", "Update the quantity of an item in a pending order.",
+          {"order_id": S, "item_id": S, "quantity": {"type": "integer", "minimum": 1}}),
+    _tool("cancel_order", "Cancel an order. Only pending orders can be cancelled.", {"order_id": S}),
+]
+
+
+def test_an_item_update_changes_the_item_where_it_is_and_never_moves_it(tmp_path):
+    env = _env(tmp_path, "cart", CART)
+    state = copy.deepcopy(env.environment.sample_state)
+    iid = sorted(state["items"])[0]
+    home = state["items"][iid]["order_id"]
+    other = next(o for o in sorted(state["orders"]) if o != home)
+    assert "error" in _call(env, state, "update_item_quantity", order_id=other, item_id=iid, quantity=5)
+    assert "error" not in _call(env, state, "update_item_quantity", order_id=home, item_id=iid, quantity=5)
+    assert state["items"][iid] == {**env.environment.sample_state["items"][iid], "quantity": 5}
+
+
+def test_tasks_reach_an_item_update_with_the_items_own_order(tmp_path):
+    from autoforge.pipeline import FactoryParams, run_factory
+    from autoforge.types import Task
+    from autoforge.warehouse import apply_migrations, read_records
+
+    folder = tmp_path / "cart"
+    folder.mkdir()
+    (folder / "tools.json").write_text(json.dumps(CART))
+    wh = str(tmp_path / "w.duckdb")
+    apply_migrations(wh)
+    run_factory(FactoryParams(paths=[str(folder)], bundled=False, seed=0, tasks_per_env=20, warehouse=wh))
+    verified = [t for t in read_records(wh, Task) if t.status == "verified"]
+    assert {c.name for t in verified for c in t.gold_calls} >= {"update_item_quantity", "cancel_order"}

@@ -466,10 +466,13 @@ class FactChooser:
                     me = state[owner.name][id_key(self.rng.choice(ids))]
                     self.me[owner.name] = me
                 return me.get(owner.primary_key, ids[0])
+            placed = self.placed_in(tool, coll, owner, args, state)
+            if placed is not None:
+                return placed
             mine = self.related_to_me(owner, state) if owner is not None else []
             if owner is not None and owner is coll and tool.effect == "write":
                 # the write's own record: one its status gate lets through (a return needs a delivered order)
-                open_ = self.passes_gate(tool, owner, state)
+                open_ = self.passes_gate(tool, owner, state) & self.inside(tool, owner, args, state)
                 mine = [i for i in mine if i in open_] or ([] if any(i in open_ for i in ids) else mine)
                 ids = [i for i in ids if i in open_] or ids
             pool = mine or ids
@@ -481,6 +484,34 @@ class FactChooser:
         if tool.effect == "write":
             return self.new_value(tool, coll, arg, args, state)
         return self.lookup_value(node, tool, coll, arg, state)
+
+    def inside(self, tool: ToolCode, coll: CollectionSpec, args: dict, state: dict) -> set[Any]:
+        """Ids of ``coll`` records that sit in the parents the write's arguments already name (the
+        items of the chosen order), where the code checks that reference and does not set it."""
+        table = state.get(coll.name) or {}
+        ok = {id_value(coll, k) for k in table}
+        for f in coll.fields:
+            parent = self.colls.get(f.ref or "")
+            if parent is None or parent is coll or f.type == "array" or f"record[{f.name!r}] =" in (tool.source or ""):
+                continue
+            given = next((v for a, v in args.items() if (tool.arg_map or {}).get(a, a) == parent.primary_key), None)
+            if given is not None:
+                ok &= {id_value(coll, k) for k, r in table.items() if isinstance(r, dict) and str(r.get(f.name)) == str(given)}
+        return ok
+
+    def placed_in(self, tool: ToolCode, coll: CollectionSpec | None, owner: CollectionSpec | None, args: dict,
+                  state: dict) -> Any:
+        """For a write on a record of ``coll`` already chosen: the id of the ``owner`` record it sits in,
+        when the code only checks that reference and does not set it (``update_item_quantity(order_id,
+        item_id)``: the item's own order); None otherwise."""
+        if tool.effect != "write" or coll is None or owner is None or owner is coll:
+            return None
+        fld = next((f.name for f in coll.fields if f.ref == owner.name and f.type != "array"), None)
+        pk_arg = next((a for a in args if (tool.arg_map or {}).get(a, a) == coll.primary_key), None)
+        if fld is None or pk_arg is None or f"record[{fld!r}] =" in (tool.source or ""):
+            return None
+        record = (state.get(coll.name) or {}).get(id_key(args[pk_arg]))
+        return record.get(fld) if isinstance(record, dict) and record.get(fld) is not None else None
 
     def held_items(self, tool: ToolCode, coll: CollectionSpec | None, arg: str, args: dict, state: dict) -> list | None:
         """For a write on one record: a list argument naming items of a list the record holds (``item_ids``

@@ -184,7 +184,13 @@ def t_update(x: Ctx) -> tuple[str, dict]:
         # only a precondition the prose states ("Only pending orders can be edited"): an edit of a
         # closed ticket the docs do not forbid is allowed, as a delete is
         x.emit_status_precondition(c, "updated", None)
-    sets = [(p, x.field_for(p) or nm.snake(p)) for p in x.params if p != pk and nm.snake(p) not in nm.PAGING_PARAMS]
+    scope = scope_params(x, pk)
+    for p, f in scope.items():  # update_item_quantity(order_id, item_id, quantity): the item must be in that order
+        c(f"if {x.v(p)} is not None and str(record.get({f!r})) != str({x.v(p)}):")
+        c(f"    return {{'error': {x.coll.entity.replace('_', ' ') + ' '!r} + str({x.v(pk)}) + ' is not in "
+          f"{nm.snake(p)[:-3].replace('_', ' ')} ' + str({x.v(p)})}}")
+    sets = [(p, x.field_for(p) or nm.snake(p)) for p in x.params
+            if p != pk and p not in scope and nm.snake(p) not in nm.PAGING_PARAMS]
     for p, f in sets:
         fs = x.fields.get(f)
         if fs and fs.enum and not x.params[p].get("enum"):
@@ -216,6 +222,29 @@ def t_update(x: Ctx) -> tuple[str, dict]:
         c("record['updated_at'] = NOW")
     c("return copy.deepcopy(record)")
     return c.text(), record_schema(x.coll)
+
+
+def scope_params(x: Ctx, pk: str) -> dict[str, str]:
+    """``{parameter: field}`` of an update's arguments that say where the record is, not what it
+    becomes: the id of the record's parent when the tool's name names the field that changes
+    (``update_item_quantity(order_id, item_id, quantity)`` changes the quantity of an item of that
+    order; it does not move the item). A name that names the parent (``change_line_plan``) sets it."""
+    _, rest = nm.verb_of(x.spec.name)
+    own = set(x.coll.entity.split("_")) | set(nm.plural(x.coll.entity).split("_"))
+    named = [w for w in rest if w not in own and w not in nm.PREPOSITIONS and w not in ("id", "ids")]
+    out: dict[str, str] = {}
+    if not named:
+        return out
+    for p, rcoll in x.ref_params(skip={pk}):
+        f = x.field_for(p)
+        fs = x.fields.get(f) if f else None
+        if fs is None or fs.ref != rcoll.name or fs.type == "array":
+            continue
+        if any(w in named or nm.singular(w) in named for w in rcoll.entity.split("_")):
+            continue  # the name names the parent: it is the new value
+        if any(w in x.fields for w in named) or any(nm.snake("_".join(named)) == g for g in x.fields):
+            out[p] = f
+    return out
 
 
 def replaced_items(x: Ctx, sets: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
