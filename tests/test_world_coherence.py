@@ -362,7 +362,7 @@ def test_an_item_update_changes_the_item_where_it_is_and_never_moves_it(tmp_path
 
 def test_tasks_reach_an_item_update_with_the_items_own_order(tmp_path):
     from autoforge.pipeline import FactoryParams, run_factory
-    from autoforge.types import Task
+    from autoforge.types import EnvironmentRecord, Task
     from autoforge.warehouse import apply_migrations, read_records
 
     folder = tmp_path / "cart"
@@ -373,3 +373,11 @@ def test_tasks_reach_an_item_update_with_the_items_own_order(tmp_path):
     run_factory(FactoryParams(paths=[str(folder)], bundled=False, seed=0, tasks_per_env=20, warehouse=wh))
     verified = [t for t in read_records(wh, Task) if t.status == "verified"]
     assert {c.name for t in verified for c in t.gold_calls} >= {"update_item_quantity", "cancel_order"}
+    updates = [(t, c) for t in verified for c in t.gold_calls if c.name == "update_item_quantity"]
+    assert updates
+    for t, call in updates:  # the item's own order, and one still pending, so a later cancel can follow
+        args = call.arguments
+        order = t.initial_state["orders"][args["order_id"]]
+        assert t.initial_state["items"][args["item_id"]]["order_id"] == args["order_id"] and order["status"] == "pending"
+    for t in verified:
+        _agree(read_records(wh, EnvironmentRecord)[0].state_schema, t.initial_state)

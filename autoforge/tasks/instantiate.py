@@ -475,6 +475,11 @@ class FactChooser:
                 open_ = self.passes_gate(tool, owner, state) & self.inside(tool, owner, args, state)
                 mine = [i for i in mine if i in open_] or ([] if any(i in open_ for i in ids) else mine)
                 ids = [i for i in ids if i in open_] or ids
+            elif owner is not None and coll is not None and owner is not coll and tool.effect == "write":
+                # the order an item update names: one the writes on orders still accept (a pending one)
+                live = self.live(owner, state)
+                mine = [i for i in mine if i in live] or ([] if any(i in live for i in ids) else mine)
+                ids = [i for i in ids if i in live] or ids
             pool = mine or ids
             current = self.current_value(tool, coll, karg, args, state)
             if current is not None:  # transfer_employee(department_id): another department than the one they are in
@@ -485,9 +490,23 @@ class FactChooser:
             return self.new_value(tool, coll, arg, args, state)
         return self.lookup_value(node, tool, coll, arg, state)
 
+    def live(self, coll: CollectionSpec, state: dict) -> set[Any]:
+        """Ids of ``coll`` records in a status some write on ``coll`` accepts (its status gate, as in
+        :meth:`passes_gate`); every id when no write states a gate."""
+        allowed: set[str] = set()
+        for t in self.tools.values():
+            if t.effect == "write" and t.collection == coll.name:
+                m = _GATE_IN.search(t.source or "")
+                if m:
+                    allowed |= _listed(m.group(1))
+        table = state.get(coll.name) or {}
+        return {id_value(coll, k) for k, r in table.items()
+                if not allowed or (isinstance(r, dict) and repr(r.get("status")) in allowed)}
+
     def inside(self, tool: ToolCode, coll: CollectionSpec, args: dict, state: dict) -> set[Any]:
         """Ids of ``coll`` records that sit in the parents the write's arguments already name (the
-        items of the chosen order), where the code checks that reference and does not set it."""
+        items of the chosen order), where the code checks that reference and does not set it; a
+        parent the write takes but that is not chosen yet is to be one still live (:meth:`live`)."""
         table = state.get(coll.name) or {}
         ok = {id_value(coll, k) for k in table}
         for f in coll.fields:
@@ -497,6 +516,9 @@ class FactChooser:
             given = next((v for a, v in args.items() if (tool.arg_map or {}).get(a, a) == parent.primary_key), None)
             if given is not None:
                 ok &= {id_value(coll, k) for k, r in table.items() if isinstance(r, dict) and str(r.get(f.name)) == str(given)}
+            elif any((tool.arg_map or {}).get(a, a) == parent.primary_key for a in tool.parameters.get("properties") or {}):
+                live = {str(i) for i in self.live(parent, state)}  # its parent is named next: one still live
+                ok &= {id_value(coll, k) for k, r in table.items() if isinstance(r, dict) and str(r.get(f.name)) in live} or ok
         return ok
 
     def placed_in(self, tool: ToolCode, coll: CollectionSpec | None, owner: CollectionSpec | None, args: dict,
