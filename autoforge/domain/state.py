@@ -36,11 +36,14 @@ from autoforge.domain.outputs import prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
 from autoforge.domain.tool_kinds import tool_kind
-from autoforge.domain.tools import WRITE_KINDS, ToolPlan, is_selector
+from autoforge.domain.tools import TOGGLE_VERBS, WRITE_KINDS, ToolPlan, is_selector
 from autoforge.tooldocs.schema import json_type, props, unwrap
 from autoforge.types import CollectionSpec, StateSchema, ToolSet, ToolSpec
 
 PEOPLE = ("user", "customer", "employee", "member", "person", "staff", "patient", "student", "client", "agent")
+# the entities that are people: a person's listed records (orders, bookings) are theirs alone
+PEOPLE_ENTITIES = frozenset(PEOPLE) | {"guest", "passenger", "traveler", "owner", "tenant", "buyer", "seller", "driver",
+                                       "rider", "teacher", "instructor", "attendee", "player", "contact", "author"}
 
 
 class _Builder:
@@ -251,6 +254,8 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
                     c.add(sp, ps)
                 elif plan.kind == "update" and base not in c.fields and suffix_field(base, c.fields):
                     pass  # update_delivery_instructions(instructions): sets the existing delivery_instructions
+                elif plan.kind == "update" and _role_of(plan.field_hint, base):
+                    c.add(f"{plan.field_hint}_id", ps)  # set_preferred_locker(locker_id): preferred_locker_id
                 elif not (plan.kind in ("update", "status") and base == f"{plan.entity}_id"):
                     c.add(base, ps)
             elif plan.kind == "lookup" and sp in plan.by_fields:
@@ -276,7 +281,10 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
             cands = [plan.entity] + [id_param_entity(p, aliases) for p in params if id_param_entity(p, aliases)]
             ent, fld = amount_target(plan, cands, {e: b.coll(e).fields for e in cands})
             b.coll(ent).add(fld, {"type": "number"})
-        if plan.kind == "status" or (plan.kind == "create" and "status" in c.fields):
+        if _flag_switch(plan):  # enable_roaming(line_id): the line's roaming flag, not its status
+            if not any(f.type == "boolean" and plan.field_hint in n for n, f in c.fields.items()):
+                c.add(f"{plan.field_hint}_enabled", {"type": "boolean"})
+        elif plan.kind == "status" or (plan.kind == "create" and "status" in c.fields):
             c.add("status", {"type": "string"})
             c.status_words += [w for w in status_words(spec.description) if w not in c.status_words]
             if plan.target_status:
@@ -308,7 +316,44 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     if not b.colls:
         name = toolset.name if isinstance(toolset, ToolSet) else str(toolset)
         b.coll(nm.singular(nm.snake(name)) or "record")
+    _complete_links(b, {plans[s.name].entity for s in specs})
     return b.build()
+
+
+def _complete_links(b: _Builder, tool_entities: set[str]) -> None:
+    """The other side of a one-to-many link the docs show from the parent only: a person's records
+    ("Returns the user's profile with their orders": ``users.order_ids``) and a record's parts that
+    no tool is about ("the order with all of its items") each name their owner (``orders.user_id``,
+    ``items.order_id``), so the world holds the link both ways. A list of records that stand on
+    their own (the books an order contains, listed by orders and searched by themselves) stays
+    many-to-many."""
+    listed_by: dict[str, list[str]] = {}
+    for entity, c in b.colls.items():
+        for f in c.fields.values():
+            sub = id_param_entity(f.name, b.aliases) if f.type == "array" and f.name.endswith("_ids") else None
+            if sub and sub != entity and sub in b.colls:
+                listed_by.setdefault(sub, []).append(entity)
+    for child, parents in listed_by.items():
+        if len(set(parents)) != 1:
+            continue  # listed by two kinds of record: shared, not owned
+        parent = parents[0]
+        cc = b.colls[child]
+        if any(id_param_entity(n, b.aliases) == parent for n in cc.fields if n.endswith("_id")):
+            continue  # the child already names its parent
+        owner_is_person = parent in PEOPLE_ENTITIES and child not in PEOPLE_ENTITIES
+        if owner_is_person or child not in tool_entities:
+            cc.add(f"{parent}_id", {"type": "string", "description": f"the {parent.replace('_', ' ')} this "
+                                    f"{child.replace('_', ' ')} belongs to"}, note=False)
+
+
+def _flag_switch(plan: ToolPlan) -> bool:
+    """A switch of the record's own flag: ``enable_roaming(line_id)``, ``disable_autopay(account_id)``."""
+    return plan.kind == "status" and plan.verb in TOGGLE_VERBS and bool(plan.field_hint) and plan.field_hint != plan.entity
+
+
+def _role_of(hint: str | None, base: str) -> bool:
+    """``base`` is the id the role ``hint`` names: ``locker_id`` for preferred_locker."""
+    return bool(hint) and base.endswith("_id") and hint != base[:-3] and hint.endswith(f"_{base[:-3]}")
 
 
 def _add_prose_rules(c: CollectionDraft, spec: ToolSpec, plan: ToolPlan) -> None:

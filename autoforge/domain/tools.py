@@ -124,6 +124,9 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     # the record's own key: `order_id` (not a role id such as manager_id -> employee)
     pk_given = any(e == entity and nm.snake(p) == f"{e}_id" for p, e in id_ents.items()) or "id" in params
     field_hint = None
+    role = _role_reference(verb, head, entity, known, id_ents) if spec.effect != "read" else None
+    if role:  # setPreferredLocker(recipientId, lockerId): the recipient's preferred locker changes, not the locker
+        entity, field_hint, pk_given = role[0], role[1], True
     # delete_message(receiver_id), "Delete the latest message sent to a receiver": a record of the
     # entity the name says, chosen by the record it points at (not the receiver)
     by_parent = (verb in nm.DELETE_VERBS and spec.effect != "read" and entity in known and not pk_given
@@ -164,6 +167,8 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     if other is None:
         others = [e for e in id_ents.values() if e != entity]
         other = others[0] if others else None
+    if role:
+        other = None
     plan = ToolPlan(name=spec.name, verb=verb, entity=entity, kind="generic", effect="write", field_hint=field_hint)
     amount = _amount_param(params)
     status_targets = nm.STATUS_VERBS.get(verb, [])
@@ -173,8 +178,13 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
         status_targets = ["paid", "completed", "settled"]
 
     read_like = verb in nm.READ_VERBS and verb not in {"verify"} or spec.effect == "read"
+    counted = _counted_owner(verb, head, amount, single, entity) if spec.effect != "read" else None
     if spec.effect != "read" and verb in nm.AMOUNT_VERBS and amount:
         plan.kind = "amount"
+    elif counted:
+        # add_lesson_credits(student_id, credits): adds to the student's lesson_credits, creates no lesson
+        plan.kind, plan.entity, plan.field_hint = "amount", counted, "_".join(head)
+        entity = counted
     elif spec.effect != "read" and verb in nm.UNLINK_VERBS or (verb in nm.DELETE_VERBS and other and ("from" in segs)):
         plan.kind, plan.other = "unlink", other
     elif spec.effect != "read" and (verb in nm.LINK_VERBS or (verb in nm.CREATE_VERBS | {"append"} and "to" in segs and other)):
@@ -224,6 +234,45 @@ def analyze_tool(spec: ToolSpec, known: set[str], aliases: dict[str, str] | None
     if plan.kind in READ_KINDS:
         plan.effect = "read"
     return plan
+
+
+def _role_reference(verb: str, head: list[str], entity: str, known: set[str], id_ents: dict[str, str]) -> tuple[str, str] | None:
+    """(record, role) of a write that sets a role-named reference on another record: ``set_preferred_locker(
+    recipient_id, locker_id)`` sets the recipient's preferred_locker_id, ``set_default_payment_method(user_id,
+    payment_method_id)`` the user's default_payment_method_id; None otherwise."""
+    if verb not in nm.UPDATE_VERBS | {"set", "save", "choose", "pick", "select", "make"} or len(head) < 2:
+        return None
+    role = "_".join(head)
+    if role in known or nm.singular(role) in known or not role.endswith(entity) or role == entity:
+        return None
+    holders = {e for p, e in id_ents.items() if e != entity and not nm.snake(p).endswith("_ids")}
+    if len(holders) != 1 or entity not in id_ents.values():
+        return None
+    return holders.pop(), nm.singular(role)
+
+
+# enable_roaming(line_id) sets the line's own flag (roaming_enabled), not its status
+TOGGLE_VERBS = {"enable": True, "activate": True, "disable": False, "deactivate": False, "turn_on": True, "turn_off": False}
+# actions on what a record already holds: their other arguments are the action's, not new values of
+# the record's fields (a return's payment method is where the refund goes, not the order's new one)
+ACTION_VERBS = {"return", "refund", "exchange", "cancel", "void", "dispute", "close", "complete", "reject", "decline"}
+
+ADD_VERBS = {"add", "grant", "give", "gift", "load", "buy", "purchase"}
+# nouns that are an amount held on a record, not a record of their own ("add credits", "grant points")
+HELD_AMOUNTS = {"credit", "credits", "point", "points", "fund", "funds", "balance", "minute", "minutes", "hour",
+                "hours", "day", "days", "mile", "miles", "token", "tokens", "coin", "coins", "allowance", "quota"}
+
+
+def _counted_owner(verb: str, head: list[str], amount: str | None, single: list[str], entity: str) -> str | None:
+    """The record an "add <amount>" tool adds to, or None: ``add_lesson_credits(student_id, credits)``,
+    ``grant_points(member_id, points)``, ``add_funds(wallet_id, amount)`` name an amount held on the
+    record whose id they take (its lesson_credits, points, balance), not a new record."""
+    if verb not in ADD_VERBS or not amount or not head:
+        return None
+    if nm.snake(amount) not in head and head[-1] not in HELD_AMOUNTS:
+        return None
+    owners = [e for e in single if e != entity or len(head) == 1]
+    return owners[0] if len(owners) == 1 else None
 
 
 # "Create a new directory in the current directory." (mkdir, touch): a sentence saying the tool makes

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
 
 from autoforge.domain import values as D
+from autoforge.domain.coherence import cohere
 from autoforge.domain import words as nm
 from autoforge.domain.fields import list_filter_field
 from autoforge.domain.placeholders import placeholder_reason
@@ -347,7 +348,7 @@ def example_for_pattern(pattern: str, hint: str = "", i: int = 0, *, deadline: f
 
 def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[str, dict]]:
     """``n`` records per collection (default: 4, or more so every status of the longest status
-    enum appears once, at most 8), deterministic, with consistent references."""
+    enum appears once, at most 8), deterministic, one coherent world (:func:`~autoforge.domain.coherence.cohere`)."""
     if n is None:
         longest = max((len(f.enum or []) for c in schema.collections for f in c.fields if f.name == "status"), default=0)
         n = max(N_RECORDS, min(8, longest))
@@ -362,7 +363,7 @@ def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[st
                 record[f.name] = ids[c.name][i] if f.name == c.primary_key else field_value(f, c, i, ids, record)
             table[rid] = record
         state[c.name] = table
-    return state
+    return cohere(state, schema)  # links both ways, derived numbers, dates in order
 
 
 # --------------------------------------------------------------------------- smoke arguments

@@ -29,6 +29,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from autoforge.domain import words as nm
+from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.domain.values import domain_for, order_pairs
 from autoforge.envs.interface import EnvLike
@@ -291,7 +292,8 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
     Pass 1 draws every record (cloned from a sample record, leaves redrawn; ids consecutive,
     so a tool's ``next_id`` continues them). Pass 2 wires scalar references round-robin, so
     each parent has two or more children. Pass 3 makes id lists (``order_ids``) the inverse
-    of the scalar references where one exists.
+    of the scalar references where one exists (a random few where none does: the books of an
+    order). Last, :func:`~autoforge.domain.coherence.cohere` settles derived numbers and dates.
     """
     colls = env.state_schema.collections
     names = {c.name for c in colls}
@@ -358,7 +360,7 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
                     else:
                         pool = sorted(id_value(child, k) for k in state[f.ref])
                         rec[f.name] = sorted(rng.sample(pool, min(len(pool), rng.randint(1, 2)))) if pool else []
-    return state
+    return cohere(state, env.state_schema)  # derived numbers agree, dates in order
 
 
 def _spread(parent_ids: list[Any], n: int, rng: random.Random) -> list[Any]:
@@ -387,6 +389,15 @@ def _searchable(coll: CollectionSpec, records: list[dict]) -> list[str]:
         if v is not None:
             out.append(v)
     return sorted(set(out))
+
+
+_GATE_IN = re.compile(r"if record\.get\('status'\) not in \[([^\]]*)\]:")
+_GATE_DONE = re.compile(r"if record\.get\('status'\) == '([^']*)':")
+
+
+def _listed(text: str) -> set[str]:
+    """The reprs of the string literals in a code list (``'pending', 'open'``)."""
+    return {repr(m) for m in re.findall(r"'([^']*)'", text)}
 
 
 def _is_id(v: Any) -> bool:
@@ -429,6 +440,9 @@ class FactChooser:
         state = env.get_state()
         coll = self.colls.get(tool.collection or "")
         pschema = param_schemas(tool).get(arg) or {}
+        held = self.held_items(tool, coll, arg, args, state) if pschema.get("type") == "array" else None
+        if held is not None:  # return_items(order_id, item_ids): some of the items the order holds
+            return held
         if pschema.get("type") in ("array", "object"):  # id lists, item lists, addresses: shaped by the schema
             filler = WorldFiller(self.env, self.rng, state)
             v = filler.fill(arg, None, pschema, coll)
@@ -452,7 +466,20 @@ class FactChooser:
                     me = state[owner.name][id_key(self.rng.choice(ids))]
                     self.me[owner.name] = me
                 return me.get(owner.primary_key, ids[0])
+            placed = self.placed_in(tool, coll, owner, args, state)
+            if placed is not None:
+                return placed
             mine = self.related_to_me(owner, state) if owner is not None else []
+            if owner is not None and owner is coll and tool.effect == "write":
+                # the write's own record: one its status gate lets through (a return needs a delivered order)
+                open_ = self.passes_gate(tool, owner, state) & self.inside(tool, owner, args, state)
+                mine = [i for i in mine if i in open_] or ([] if any(i in open_ for i in ids) else mine)
+                ids = [i for i in ids if i in open_] or ids
+            elif owner is not None and coll is not None and owner is not coll and tool.effect == "write":
+                # the order an item update names: one the writes on orders still accept (a pending one)
+                live = self.live(owner, state)
+                mine = [i for i in mine if i in live] or ([] if any(i in live for i in ids) else mine)
+                ids = [i for i in ids if i in live] or ids
             pool = mine or ids
             current = self.current_value(tool, coll, karg, args, state)
             if current is not None:  # transfer_employee(department_id): another department than the one they are in
@@ -462,6 +489,91 @@ class FactChooser:
         if tool.effect == "write":
             return self.new_value(tool, coll, arg, args, state)
         return self.lookup_value(node, tool, coll, arg, state)
+
+    def live(self, coll: CollectionSpec, state: dict) -> set[Any]:
+        """Ids of ``coll`` records in a status some write on ``coll`` accepts (its status gate, as in
+        :meth:`passes_gate`); every id when no write states a gate."""
+        allowed: set[str] = set()
+        for t in self.tools.values():
+            if t.effect == "write" and t.collection == coll.name:
+                m = _GATE_IN.search(t.source or "")
+                if m:
+                    allowed |= _listed(m.group(1))
+        table = state.get(coll.name) or {}
+        return {id_value(coll, k) for k, r in table.items()
+                if not allowed or (isinstance(r, dict) and repr(r.get("status")) in allowed)}
+
+    def inside(self, tool: ToolCode, coll: CollectionSpec, args: dict, state: dict) -> set[Any]:
+        """Ids of ``coll`` records that sit in the parents the write's arguments already name (the
+        items of the chosen order), where the code checks that reference and does not set it; a
+        parent the write takes but that is not chosen yet is to be one still live (:meth:`live`)."""
+        table = state.get(coll.name) or {}
+        ok = {id_value(coll, k) for k in table}
+        for f in coll.fields:
+            parent = self.colls.get(f.ref or "")
+            if parent is None or parent is coll or f.type == "array" or f"record[{f.name!r}] =" in (tool.source or ""):
+                continue
+            given = next((v for a, v in args.items() if (tool.arg_map or {}).get(a, a) == parent.primary_key), None)
+            if given is not None:
+                ok &= {id_value(coll, k) for k, r in table.items() if isinstance(r, dict) and str(r.get(f.name)) == str(given)}
+            elif any((tool.arg_map or {}).get(a, a) == parent.primary_key for a in tool.parameters.get("properties") or {}):
+                live = {str(i) for i in self.live(parent, state)}  # its parent is named next: one still live
+                ok &= {id_value(coll, k) for k, r in table.items() if isinstance(r, dict) and str(r.get(f.name)) in live} or ok
+        return ok
+
+    def placed_in(self, tool: ToolCode, coll: CollectionSpec | None, owner: CollectionSpec | None, args: dict,
+                  state: dict) -> Any:
+        """For a write on a record of ``coll`` already chosen: the id of the ``owner`` record it sits in,
+        when the code only checks that reference and does not set it (``update_item_quantity(order_id,
+        item_id)``: the item's own order); None otherwise."""
+        if tool.effect != "write" or coll is None or owner is None or owner is coll:
+            return None
+        fld = next((f.name for f in coll.fields if f.ref == owner.name and f.type != "array"), None)
+        pk_arg = next((a for a in args if (tool.arg_map or {}).get(a, a) == coll.primary_key), None)
+        if fld is None or pk_arg is None or f"record[{fld!r}] =" in (tool.source or ""):
+            return None
+        record = (state.get(coll.name) or {}).get(id_key(args[pk_arg]))
+        return record.get(fld) if isinstance(record, dict) and record.get(fld) is not None else None
+
+    def held_items(self, tool: ToolCode, coll: CollectionSpec | None, arg: str, args: dict, state: dict) -> list | None:
+        """For a write on one record: a list argument naming items of a list the record holds (``item_ids``
+        of an order: one or two of them), or their replacements (``new_item_ids``: as many items, of the
+        same collection, that the record does not hold yet); None for any other argument."""
+        if tool.effect != "write" or coll is None:
+            return None
+        karg = nm.snake((tool.arg_map or {}).get(arg, arg))
+        replaces = karg.startswith(("new_", "replacement_"))
+        base = karg.split("_", 1)[1] if replaces or karg.startswith("old_") else karg
+        fld = next((f for f in coll.fields if f.name == base and f.type == "array"), None)
+        pk_arg = next((a for a in args if (tool.arg_map or {}).get(a, a) == coll.primary_key), None)
+        record = (state.get(coll.name) or {}).get(id_key(args[pk_arg])) if pk_arg else None
+        if fld is None or not isinstance(record, dict) or not isinstance(record.get(base), list) or not record[base]:
+            return None
+        current = list(record[base])
+        if not replaces:
+            return sorted(self.rng.sample(current, self.rng.randint(1, min(2, len(current)))), key=repr)
+        old = next((v for a, v in args.items() if nm.snake((tool.arg_map or {}).get(a, a)) in (base, f"old_{base}")
+                    and isinstance(v, list)), None)
+        want = len(old) if old else 1
+        target = self.colls.get(fld.ref or "")
+        pool = [id_value(target, k) for k in sorted(state.get(target.name) or {})] if target else []
+        fresh = [v for v in pool if v not in current]
+        if len(fresh) < want:
+            return None
+        return self.rng.sample(fresh, want)
+
+    def passes_gate(self, tool: ToolCode, coll: CollectionSpec, state: dict) -> set[Any]:
+        """Ids of ``coll`` records whose status the write's code accepts: the offline templates state
+        their status gate as ``record.get('status') not in [...]`` and ``== 'x'`` (already x); code
+        without such a gate accepts every record."""
+        allowed = _GATE_IN.search(tool.source or "")
+        done = set(_GATE_DONE.findall(tool.source or ""))
+        ok = set()
+        for rid, rec in (state.get(coll.name) or {}).items():
+            st = rec.get("status") if isinstance(rec, dict) else None
+            if (allowed is None or repr(st) in _listed(allowed.group(1))) and st not in done:
+                ok.add(id_value(coll, rid))
+        return ok
 
     def current_value(self, tool: ToolCode, coll: CollectionSpec | None, field: str, args: dict, state: dict) -> Any:
         """The value a write's target record holds now in the field ``field`` sets (None: not such a write)."""

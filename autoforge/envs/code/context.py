@@ -183,6 +183,9 @@ class Ctx:
         for cand in (p, sp, sp[4:] if sp.startswith("new_") else None, sp[8:] if sp.startswith("updated_") else None):
             if cand and cand in self.fields:
                 return cand
+        hint = self.plan.field_hint
+        if hint and sp.endswith("_id") and f"{hint}_id" in self.fields and hint.endswith(f"_{sp[:-3]}"):
+            return f"{hint}_id"  # set_preferred_locker(locker_id) sets preferred_locker_id
         return suffix_field(sp, self.fields)
 
     def status_field(self) -> FieldSpec | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from autoforge.domain import words as nm
+from autoforge.domain.coherence import schema_links
 from autoforge.domain.fields import list_filter_field
 from autoforge.domain.ids import is_integer_ids
 from autoforge.envs.code.base import Code, record_schema
@@ -43,9 +44,14 @@ def t_lookup(x: Ctx) -> tuple[str, dict]:
 
 def back_links(x: Ctx) -> dict[str, tuple[CollectionSpec, str]]:
     """``{<child>_ids: (child collection, its reference field)}``: the records of other collections
-    that point at one of ``x.coll``'s (a user's orders, an article's comments), unless the record
-    already lists them."""
+    that point at one of ``x.coll``'s (a user's orders, an article's comments). A listing the record
+    holds (``users.order_ids``, the inverse of ``orders.user_id``) is read from the children as well,
+    so a read shows the link as it is after any write."""
     links: dict[str, tuple[CollectionSpec, str]] = {}
+    by_name = {cc.name: cc for cc in x.schema.collections}
+    for link in schema_links(x.schema):  # a listing the record holds is read from its children too
+        if link.parent == x.coll.name and link.listing:
+            links[link.listing] = (by_name[link.child], link.back)
     for cc in x.schema.collections:
         if cc.name == x.coll.name:
             continue

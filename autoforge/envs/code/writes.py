@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from autoforge.domain import words as nm
+from autoforge.domain.coherence import schema_links
 from autoforge.domain.ids import is_integer_ids
 from autoforge.domain.outputs import said_status
 from autoforge.domain.statuses import status_words
+from autoforge.domain.tools import ACTION_VERBS, TOGGLE_VERBS
 from autoforge.envs.code.base import Code, lit, record_schema, STOCK_FIELDS, TOTAL_FIELDS
 from autoforge.envs.code.context import Ctx
 from autoforge.envs.code.reads import t_get, t_list
@@ -107,8 +109,25 @@ def t_create(x: Ctx) -> tuple[str, dict]:
     if "status" in x.fields:
         x.emit_rule_effects(c)
     c(f"{x.table()}[new_id] = record")
+    _emit_listings(x, c, "append")
     c("return copy.deepcopy(record)")
     return c.text(), record_schema(coll)
+
+
+def _emit_listings(x: Ctx, c: Code, how: str) -> None:
+    """Keep the parents' id lists the inverse of the references (:mod:`autoforge.domain.coherence`):
+    a new order joins its user's ``order_ids`` (``how="append"``), a deleted one leaves it ("remove")."""
+    by_name = {cc.name: cc for cc in x.schema.collections}
+    for link in schema_links(x.schema):
+        if link.child != x.coll.name or link.listing is None:
+            continue
+        pcoll = by_name[link.parent]
+        c(f"parent = {x.db}.get({pcoll.name!r}, {{}}).get({x.key(f'record.get({link.back!r})', pcoll)})")
+        c(f"if isinstance(parent, dict) and isinstance(parent.get({link.listing!r}), list):")
+        if how == "append":
+            c(f"    parent[{link.listing!r}].append(record.get({x.coll.primary_key!r}))")
+        else:
+            c(f"    parent[{link.listing!r}] = [i for i in parent[{link.listing!r}] if i != record.get({x.coll.primary_key!r})]")
 
 
 OFF_WORDS = {"logout": "login", "log_out": "login", "signout": "signin", "logoff": "logon"}
@@ -165,17 +184,34 @@ def t_update(x: Ctx) -> tuple[str, dict]:
         # only a precondition the prose states ("Only pending orders can be edited"): an edit of a
         # closed ticket the docs do not forbid is allowed, as a delete is
         x.emit_status_precondition(c, "updated", None)
-    sets = [(p, x.field_for(p) or nm.snake(p)) for p in x.params if p != pk and nm.snake(p) not in nm.PAGING_PARAMS]
+    scope = scope_params(x, pk)
+    for p, f in scope.items():  # update_item_quantity(order_id, item_id, quantity): the item must be in that order
+        c(f"if {x.v(p)} is not None and str(record.get({f!r})) != str({x.v(p)}):")
+        c(f"    return {{'error': {x.coll.entity.replace('_', ' ') + ' '!r} + str({x.v(pk)}) + ' is not in "
+          f"{nm.snake(p)[:-3].replace('_', ' ')} ' + str({x.v(p)})}}")
+    sets = [(p, x.field_for(p) or nm.snake(p)) for p in x.params
+            if p != pk and p not in scope and nm.snake(p) not in nm.PAGING_PARAMS]
     for p, f in sets:
         fs = x.fields.get(f)
         if fs and fs.enum and not x.params[p].get("enum"):
             c(f"if {x.v(p)} is not None and {x.v(p)} not in {lit(fs.enum)}:")
             c(f"    return {{'error': 'invalid {f}: ' + str({x.v(p)}) + ' (expected one of {', '.join(map(str, fs.enum))})'}}")
+    pairs = replaced_items(x, sets)
     if sets:
         c("changed = []")
         for p, f in sets:
+            if p in pairs:
+                _emit_replace(x, c, p, pairs[p], f)
+                continue
+            if any(p == new for new, _ in pairs.values()):
+                continue  # the replacements of a pair, written with their originals
             c(f"if {x.v(p)} is not None:")
-            c(f"    record[{f!r}] = {x.v(p)}")
+            if x.fields.get(f) is not None and x.fields[f].type == "object":
+                # an update merges the given fields into the held object (an address keeps its country)
+                c(f"    record[{f!r}] = {{**record[{f!r}], **{x.v(p)}}} if isinstance(record.get({f!r}), dict) "
+                  f"and isinstance({x.v(p)}, dict) else {x.v(p)}")
+            else:
+                c(f"    record[{f!r}] = {x.v(p)}")
             c(f"    changed.append({f!r})")
         c("if not changed:")
         c(f"    return {{'error': 'nothing to update: give at least one of {', '.join(p for p, _ in sets)}'}}")
@@ -188,7 +224,60 @@ def t_update(x: Ctx) -> tuple[str, dict]:
     return c.text(), record_schema(x.coll)
 
 
-TOGGLE_VERBS = {"enable": True, "activate": True, "disable": False, "deactivate": False, "turn_on": True, "turn_off": False}
+def scope_params(x: Ctx, pk: str) -> dict[str, str]:
+    """``{parameter: field}`` of an update's arguments that say where the record is, not what it
+    becomes: the id of the record's parent when the tool's name names the field that changes
+    (``update_item_quantity(order_id, item_id, quantity)`` changes the quantity of an item of that
+    order; it does not move the item). A name that names the parent (``change_line_plan``) sets it."""
+    _, rest = nm.verb_of(x.spec.name)
+    own = set(x.coll.entity.split("_")) | set(nm.plural(x.coll.entity).split("_"))
+    named = [w for w in rest if w not in own and w not in nm.PREPOSITIONS and w not in ("id", "ids")]
+    out: dict[str, str] = {}
+    if not named:
+        return out
+    for p, rcoll in x.ref_params(skip={pk}):
+        f = x.field_for(p)
+        fs = x.fields.get(f) if f else None
+        if fs is None or fs.ref != rcoll.name or fs.type == "array":
+            continue
+        if any(w in named or nm.singular(w) in named for w in rcoll.entity.split("_")):
+            continue  # the name names the parent: it is the new value
+        if any(w in x.fields for w in named) or any(nm.snake("_".join(named)) == g for g in x.fields):
+            out[p] = f
+    return out
+
+
+def replaced_items(x: Ctx, sets: list[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """``{old: (new, field)}`` for an item-level change: a list of held items and a list of their
+    replacements (``item_ids`` / ``new_item_ids``, ``old_tags`` / ``new_tags``) that name one list
+    field. The named items are swapped one for one; the others stay."""
+    by_snake = {nm.snake(p): p for p, _ in sets}
+    out: dict[str, tuple[str, str]] = {}
+    for p, f in sets:
+        sp = nm.snake(p)
+        base = sp[4:] if sp.startswith("old_") else sp
+        if sp.startswith("new_") or json_type(x.params[p]) != "array":
+            continue
+        new = by_snake.get(f"new_{base}") or by_snake.get(f"replacement_{base}")
+        fs = x.fields.get(f) or x.fields.get(base)
+        if new and new != p and fs is not None and fs.type == "array":
+            out[p] = (new, fs.name)
+    return out
+
+
+def _emit_replace(x: Ctx, c: Code, old: str, pair: tuple[str, str], f: str) -> None:
+    new, fld = pair
+    ov, nv = x.v(old), x.v(new)
+    c(f"if {ov} is not None and {nv} is not None:")
+    c(f"    if len({ov}) != len({nv}):")
+    c(f"        return {{'error': '{nm.snake(old)} and {nm.snake(new)} must have the same length'}}")
+    c(f"    current = list(record.get({fld!r}) or [])")
+    c(f"    for old_item, new_item in zip({ov}, {nv}):")
+    c("        if old_item not in current:")
+    c(f"            return {{'error': str(old_item) + ' is not in the {fld.replace('_', ' ')} of {x.coll.entity.replace('_', ' ')} ' + str(record.get({x.coll.primary_key!r}))}}")
+    c("        current[current.index(old_item)] = new_item")
+    c(f"    record[{fld!r}] = current")
+    c(f"    changed.append({fld!r})")
 
 
 def _toggle_field(x: Ctx) -> str | None:
@@ -233,17 +322,20 @@ def t_status(x: Ctx) -> tuple[str, dict]:
     x.emit_ref_checks(c, skip={pk})
     x.emit_status_precondition(c, target.replace("_", " "), target)
     c(f"record['status'] = {target!r}")
+    # an action's references are the action's own (a return's payment method is where the refund goes,
+    # kept as return_payment_method_id; its item_ids as return_item_ids), never the record's
+    action = x.plan.verb in ACTION_VERBS
     for p, rcoll in x.ref_params(skip={pk}):  # check_out_asset(asset, employee): the record now points at it
         f = x.field_for(p) or next((fs.name for fs in x.coll.fields if fs.ref == rcoll.name and fs.type == "string"), None)
-        if f:
+        if f or action:
             c(f"if {x.v(p)} is not None:")
-            c(f"    record[{f!r}] = {x.v(p)}")
+            c(f"    record[{x.plan.verb + '_' + (f or nm.snake(p)) if action else f!r}] = {x.v(p)}")
     for p in x.params:
-        if p == pk or x.ent(p):
+        if p == pk or (x.ent(p) and not (action and nm.snake(p).endswith("_ids"))):
             continue
         f = x.field_for(p) or nm.snake(p)
         c(f"if {x.v(p)} is not None:")
-        c(f"    record[{f!r}] = {x.v(p)}")
+        c(f"    record[{(x.plan.verb + '_' + f) if action and x.ent(p) else f!r}] = {x.v(p)}")
     if f"{target}_at" in x.fields:
         c(f"record[{target + '_at'!r}] = NOW")
     x.emit_rule_effects(c, status_done=True, stamped={f"{target}_at"} if f"{target}_at" in x.fields else None)
@@ -297,6 +389,7 @@ def t_delete_by_parent(x: Ctx, p: str, f: str) -> tuple[str, dict]:
     c("if not found:")
     c(f"    return {{'error': 'no {x.coll.entity.replace('_', ' ')} with {f.replace('_', ' ')} ' + str({x.v(p)})}}")
     c(f"record = {x.db}[{x.coll.name!r}].pop(found[-1])")
+    _emit_listings(x, c, "remove")
     pk = x.coll.primary_key
     c(f"return {{{pk!r}: record.get({pk!r}), {nm.snake(p)!r}: {x.v(p)}, 'deleted': True}}")
     out = {"type": "object", "properties": {pk: x.id_schema(x.coll), nm.snake(p): {"type": x.fields[f].type},
@@ -317,6 +410,7 @@ def t_delete(x: Ctx) -> tuple[str, dict]:
     if x.allowed_from(None) and (status_words(x.spec.description) or x.source_rule(None)[0] is not None):
         x.emit_status_precondition(c, "deleted", None)
     c(f"{x.db}[{x.coll.name!r}].pop({x.key(x.v(pk), x.coll)})")
+    _emit_listings(x, c, "remove")
     c(f"return {{{x.coll.primary_key!r}: {x.v(pk)}, 'deleted': True}}")
     out = {"type": "object", "properties": {x.coll.primary_key: x.id_schema(x.coll),
                                             "deleted": {"type": "boolean"}}, "required": [x.coll.primary_key, "deleted"]}
