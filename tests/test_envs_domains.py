@@ -175,6 +175,9 @@ def test_real_codes_for_currencies_countries_languages_vins_plates_and_ibans():
     assert n % 97 == 1  # the IBAN check digits hold (ISO 13616)
     assert domain_for("timezone", {"type": "string"}).draw(RNG) in {a.tz for a in fakes.airports()}
     assert domain_for("email_address", {"type": "string"}) is None  # an e-mail address is no postal address
+    lic = domain_for("license_number", {"type": "string", "description": "Driver's license number"}).draw(RNG)
+    assert len(lic) == 8 and lic[0].isupper() and lic[1:].isdigit()
+    assert all(len(v) == 4 and v.isdigit() for v in (domain_for(n, {"type": "string"}).draw(RNG) for n in ("last4", "card_last_4")))
 
 
 def test_a_format_hint_in_a_description_gives_dates_of_that_format():

@@ -282,12 +282,21 @@ def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tu
         if "plate" in words or words[-2:] in (("license", "number"), ("licence", "number"), ("registration", "number")) \
                 and ("vehicle" in low or "car" in words or "plate" in low):
             return Domain("plate", lambda rng: fakes.draw("plate", rng))
+        if ("license" in words or "licence" in words) and ("number" in words or "no" in words or "driver" in words):
+            return Domain("driver_license", _driver_license)  # a driver's licence number, not two words
+        if words[-1:] in (("last4",), ("lastfour",)) or words[-2:] in (("last", "4"), ("last", "four")):
+            return Domain("last4", lambda rng: f"{rng.randint(0, 9999):04d}")
         if words in (("company",), ("company", "name"), ("employer",), ("employer", "name"), ("organization",),
                      ("organisation",), ("organization", "name"), ("business", "name"), ("manufacturer",)):
             return Domain("company", lambda rng: fakes.draw("company", rng))
         if words[-1:] in (("url",), ("uri",), ("href",), ("link",), ("website",), ("homepage",), ("endpoint",)):
             return Domain("url", _url)
     return None
+
+
+def _driver_license(rng: random.Random) -> str:
+    """A driver's licence number in the common US shape: a letter and seven digits (``D4830217``)."""
+    return f"{chr(65 + rng.randrange(26))}{rng.randrange(10 ** 7):07d}"
 
 
 def _url(rng: random.Random) -> str:
