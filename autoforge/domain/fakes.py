@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Sequence
 
 SEED = 20250115  # the pools' seed: fixed, so every process builds the same pools
-N_PEOPLE, N_ADDRESSES, N_AIRPORTS, N_OTHER = 512, 256, 256, 256
+N_PEOPLE, N_ADDRESSES, N_OTHER = 512, 256, 256
 
 
 @dataclass(frozen=True)
@@ -130,12 +131,13 @@ def addresses() -> tuple[Address, ...]:
 
 @cache
 def airports() -> tuple[Airport, ...]:
-    """:data:`N_AIRPORTS` international airports (airportsdata, IATA), worldwide, with their own city,
-    country and time zone; the same selection in every process."""
+    """The international airports (airportsdata, IATA) of cities with two or more airports: the larger
+    cities (LAX, ORD, CDG, NRT, DXB, GRU ...; about 190), each with its own city, country and time zone."""
     table = _airport_table()
-    codes = sorted(k for k, a in table.items() if "International" in a["name"] and a["city"] and a["tz"])
-    chosen = sorted(random.Random(SEED).sample(codes, min(N_AIRPORTS, len(codes))))
-    return tuple(Airport(c, table[c]["name"], table[c]["city"], table[c]["country"], table[c]["tz"]) for c in chosen)
+    per_city = Counter((a["city"], a["country"]) for a in table.values() if a["city"])
+    codes = sorted(k for k, a in table.items() if "International" in a["name"] and a["city"] and a["tz"]
+                   and per_city[(a["city"], a["country"])] >= 2)
+    return tuple(Airport(c, table[c]["name"], table[c]["city"], table[c]["country"], table[c]["tz"]) for c in codes)
 
 
 @cache

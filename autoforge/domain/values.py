@@ -243,7 +243,8 @@ def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tu
             return Domain("birth_date", lambda rng: _random_date(rng, BIRTH_FIRST, BIRTH_LAST))
         role = _role(words)
         airporty = "airport" in words or "iata" in words or "iata" in low or "airport" in low and any(
-            w in words for w in _AIRPORT_ROLES)
+            w in words for w in _AIRPORT_ROLES) or words in (("origin",), ("destination",)) and (
+            "flight" in sib or "flight" in low)  # a flight's origin is an airport
         if airporty and not words[-1:] in (("name",), ("city",), ("country",)):
             return _airport_domain("airport", "code", role)
         near_airport = "airport" in sib or "iata" in sib or "airport" in low

@@ -66,18 +66,23 @@ LAST = _Pool(fakes.last_names)
 ADJ = ["Blue", "Red", "Quiet", "Rapid", "Golden", "Silver", "Northern", "Bright", "Little", "Grand", "Green", "Urban"]
 NOUN = ["Lamp", "Chair", "Harbor", "Falcon", "Garden", "Summit", "River", "Atlas", "Beacon", "Meadow", "Orbit", "Canvas"]
 CITY = _Pool(lambda: tuple(a.city for a in fakes.addresses()))  # real US cities (see fakes.addresses)
-_TASK_KEYS: "weakref.WeakKeyDictionary[random.Random, int]" = weakref.WeakKeyDictionary()
+_DRAWS: "weakref.WeakKeyDictionary[random.Random, tuple[int, Counter]]" = weakref.WeakKeyDictionary()
 
 
-def record_key(rng: random.Random, person: Any = None) -> Any:
-    """The key that makes one record's values agree (its city, state and ZIP from one address): the
-    record's person where there is one, else one key per ``rng`` (one task's arguments agree)."""
+def record_key(rng: random.Random, person: Any = None, part: str = "") -> Any:
+    """The key that makes values agree (a city, its state and its ZIP from one address): the record's
+    person where there is one; else, for a task's arguments, (a key drawn once per ``rng``, how many
+    values of ``part`` were drawn before): the n-th city and the n-th ZIP of a task are one address's,
+    and a second city (a retry, another call) is another address's."""
     if person is not None:
         return tuple(person)
-    key = _TASK_KEYS.get(rng)
-    if key is None:
-        key = _TASK_KEYS[rng] = rng.getrandbits(32)
-    return key
+    entry = _DRAWS.get(rng)
+    if entry is None:
+        entry = _DRAWS[rng] = (rng.getrandbits(32), Counter())
+    token, counts = entry
+    n = counts[part]
+    counts[part] += 1
+    return token, n
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 BASE_DATE = date(2025, 1, 1)  # the synthesized tools' fixed clock is around here; values spread over 2025
@@ -125,7 +130,7 @@ class ValueGen:
             dom = domain_for(name, schema, siblings=[x.name for x in coll.fields] if coll else (),
                              description=f.description if f else "")
             if dom is not None:
-                return dom.value(rng, record_key(rng, person))
+                return dom.value(rng, record_key(rng, person, dom.name))
         if ftype == "boolean":
             return rng.random() < 0.5
         if ftype == "integer":
@@ -145,8 +150,8 @@ class ValueGen:
         if "email" in n:
             return f"{first}.{last}{rng.randint(1, 99)}@example.com".lower()
         if "phone" in n or "mobile" in n:
-            return fakes.keyed(fakes.people(), record_key(rng, person), n).phone
-        address = fakes.keyed(fakes.addresses(), record_key(rng, person))
+            return fakes.keyed(fakes.people(), record_key(rng, person, "phone"), n).phone
+        address = fakes.keyed(fakes.addresses(), record_key(rng, person, n))
         if n in ("city", "location") or n.endswith("_city"):
             return address.city
         if "address" in n:
@@ -266,7 +271,7 @@ class WorldFiller:
             siblings = tuple(f.name for f in coll.fields) if coll else ()
         dom = domain_for(name, schema, siblings=siblings)
         if dom is not None:
-            return dom.value(self.rng, record_key(self.rng, person))
+            return dom.value(self.rng, record_key(self.rng, person, dom.name))
         fmt = schema.get("format")
         if fmt in ("uuid", "guid"):
             return random_uuid(self.rng)
