@@ -161,6 +161,7 @@ def test_pools_are_the_same_in_every_process_and_values_differ_by_record():
 
         assert p.email.split("@")[0] == f"{letters(p.first)}.{letters(p.last)}"
         assert p.username.startswith(letters(p.first) + letters(p.last))
+        assert len(p.phone) == 12 and p.phone[3] == p.phone[7] == "-" and p.phone.replace("-", "").isdigit()
     city = domain_for("city", {"type": "string"}, siblings=["zip"])
     assert len({city.value(RNG, i) for i in range(40)}) > 10  # different records, different cities
 

@@ -81,7 +81,9 @@ def people() -> tuple[Person, ...]:
             continue
         seen.add((first, last))
         n = len(out)
-        out.append(Person(first, last, f"{_ascii(first)}.{_ascii(last)}@{domains[n % 3]}", fake.basic_phone_number(),
+        digits = "".join(ch for ch in fake.basic_phone_number() if ch.isdigit())[-10:]  # one format: 555-010-1234
+        out.append(Person(first, last, f"{_ascii(first)}.{_ascii(last)}@{domains[n % 3]}",
+                          f"{digits[:3]}-{digits[3:6]}-{digits[6:]}",
                           f"{_ascii(first)}{_ascii(last)}{n % 90 + 10}"))
     return tuple(out)
 
