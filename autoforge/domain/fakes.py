@@ -17,14 +17,34 @@ number), so the city, state and ZIP fields of one record come from one address.
 
 from __future__ import annotations
 
+import functools
 import random
+import threading
 import zlib
 from collections import Counter
 from dataclasses import dataclass
-from functools import cache
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 SEED = 20250115  # the pools' seed: fixed, so every process builds the same pools
+_BUILDING = threading.RLock()  # one thread builds the pools; the others (the thread runner's workers) wait for them
+T = TypeVar("T")
+
+
+def cache(build: Callable[..., T]) -> Callable[..., T]:
+    """``build(*args)`` once per process, also when several threads ask at once (``functools.cache``
+    alone would let each of them build it); a built pool is read without the lock."""
+    done: dict[tuple, T] = {}
+
+    @functools.wraps(build)
+    def get(*args: Any) -> T:
+        if args in done:
+            return done[args]
+        with _BUILDING:
+            if args not in done:
+                done[args] = build(*args)
+            return done[args]
+
+    return get
 N_PEOPLE, N_ADDRESSES, N_OTHER = 512, 256, 256
 
 
