@@ -178,3 +178,113 @@ def test_factory_gold_calls_pass_integer_ids(tmp_path):
                     coll = "tickets" if k == "ticket_id" else "agents"
                     assert str(v) in state[coll] or created, call
     assert id_args
+
+
+# --------------------------------------------------------------------------- id style from the docs
+
+from autoforge.domain.ids import documented_id_style, id_style, make_id  # noqa: E402
+from autoforge.types import CollectionSpec, FieldSpec  # noqa: E402
+
+
+@pytest.mark.parametrize("schema, want", [
+    ({"type": "string", "format": "uuid"}, "uuid"),
+    ({"type": "string", "format": "GUID"}, "uuid"),
+    ({"type": "string", "description": "The order's id, a UUID such as 3f2b8c1e-9d4a-4e7b-8a6c-1d2e3f4a5b6c."}, "uuid"),
+    ({"type": "string", "description": "Unique identifier (UUID v4) of the booking"}, "uuid"),
+    ({"type": "string", "description": "Booking reference, e.g. 0b7e6c1a-2f3d-4a5b-9c8d-7e6f5a4b3c2d"}, "uuid"),
+    ({"type": "string", "example": "5a1c2b3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"}, "uuid"),
+    ({"type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"}, "uuid"),
+    ({"type": "array", "items": {"type": "string", "format": "uuid"}}, "uuid"),
+    ({"type": "integer"}, "integer"),
+    ({"type": "number", "description": "The ticket number"}, "integer"),
+    ({"type": "string", "description": "The numeric id of the order"}, "integer"),
+    ({"type": "string", "description": "Order ID (integer)"}, "integer"),
+    ({"type": "string", "example": 1042}, "integer"),
+    ({"type": "string", "description": "The booking code, e.g. 'BK-1042'"}, "code"),
+    ({"type": "string", "description": "Invoice number such as INV-00042"}, "code"),
+    ({"type": "string", "pattern": "^AC\\d{4}$"}, "code"),
+    ({"type": "string", "example": "CUS-0012"}, "code"),
+    ({"type": "string", "description": "The id of the order"}, None),
+    ({"type": "string"}, None),
+    ({"type": "string", "pattern": "^[a-z0-9-]+$"}, None),  # a slug's pattern: no style shown
+])
+def test_id_style_is_read_from_the_docs_many_forms(schema, want):
+    assert documented_id_style(schema) == want
+
+
+def _coll(**pk) -> CollectionSpec:
+    return CollectionSpec(name="bookings", entity="booking", primary_key="booking_id", id_prefix="BK-", id_width=4,
+                          fields=[FieldSpec(name="booking_id", **pk), FieldSpec(name="note")])
+
+
+def test_make_id_writes_a_record_number_in_the_docs_style():
+    import uuid
+
+    assert make_id(_coll(), 42) == "BK-0042" and make_id(_coll(), 7, 3) == "BK-007"
+    integer = _coll().model_copy(update={"id_type": "integer", "id_prefix": ""})
+    assert id_style(integer) == "integer" and make_id(integer, 42) == "42"
+    uu = _coll(format="uuid")
+    assert id_style(uu) == "uuid" and id_style(_coll(description="a UUID")) == "uuid"
+    keys = [make_id(uu, n) for n in range(1, 50)]
+    assert all(uuid.UUID(k).version == 4 for k in keys) and len(set(keys)) == 49
+    assert make_id(uu, 3) == make_id(uu.model_copy(), 3)  # the same record number, the same id (any process)
+    other = uu.model_copy(update={"name": "rooms"})
+    assert make_id(other, 3) != make_id(uu, 3)
+
+
+def test_the_sample_state_and_a_task_world_use_the_docs_id_style():
+    import random
+    import uuid
+
+    from autoforge.envs.sample import sample_state
+    from autoforge.tasks.instantiate import make_world
+    from autoforge.types import EnvironmentRecord, StateSchema
+
+    schema = StateSchema(collections=[_coll(format="uuid"), CollectionSpec(
+        name="rooms", entity="room", primary_key="room_id", id_prefix="R", fields=[FieldSpec(name="room_id")])])
+    state = sample_state(schema)
+    assert all(uuid.UUID(k) and rec["booking_id"] == k for k, rec in state["bookings"].items())
+    assert sorted(state["rooms"]) == ["R0001", "R0002", "R0003", "R0004"]  # no style shown: today's codes
+    env = EnvironmentRecord(env_id="e", name="x", toolset_id="t", backend="offline", state_schema=schema,
+                            sample_state=state, status="ready", n_tools=0, n_tools_accepted=0)
+    world = make_world(env, random.Random(0))
+    assert all(uuid.UUID(k).version == 4 for k in world["bookings"])
+    assert all(k.startswith("R") for k in world["rooms"])
+
+
+def test_a_uuid_in_an_id_parameters_prose_makes_the_collection_uuid_keyed(tmp_path):
+    doc = [{"name": "get_booking", "description": "Look up a booking.", "parameters": {"type": "object", "properties": {
+        "booking_id": {"type": "string", "description": "The booking's UUID, e.g. 0b7e6c1a-2f3d-4a5b-9c8d-7e6f5a4b3c2d"}},
+        "required": ["booking_id"]}},
+           {"name": "cancel_booking", "description": "Cancel a booking.", "parameters": {"type": "object", "properties": {
+               "booking_id": {"type": "string"}}, "required": ["booking_id"]}}]
+    (tmp_path / "tools.json").write_text(json.dumps(doc))
+    res = _synth(tmp_path / "tools.json")
+    bookings = _colls(res)["bookings"]
+    assert id_style(bookings) == "uuid"
+    import uuid
+
+    assert all(uuid.UUID(k) for k in res.environment.sample_state["bookings"])
+
+
+def test_a_plain_doc_with_uuid_ids_gives_verified_tasks_whose_ids_are_uuids(tmp_path):
+    """tests/fixtures/plain/desk_booking documents its ids as ``format: uuid``: the task worlds and the gold
+    calls hold UUIDs, not ``D0001``."""
+    import uuid
+
+    from autoforge.pipeline import FactoryParams, run_factory
+    from autoforge.types import Task
+    from autoforge.warehouse import apply_migrations, read_records
+
+    wh = str(tmp_path / "w.duckdb")
+    apply_migrations(wh)
+    run_factory(FactoryParams(paths=[str(Path(__file__).parent / "fixtures" / "plain" / "desk_booking")], bundled=False,
+                              seed=0, tasks_per_env=20, warehouse=wh))
+    verified = [t for t in read_records(wh, Task) if t.status == "verified"]
+    assert len(verified) >= 5
+    ids = [v for t in verified for c in t.gold_calls for k, v in c.arguments.items()
+           if k.lower().endswith("id") and isinstance(v, str)]
+    assert ids and all(uuid.UUID(v).version == 4 for v in ids), ids[:5]
+    for t in verified:
+        for table in t.initial_state.values():
+            assert all(uuid.UUID(k) for k in table)

@@ -95,7 +95,7 @@ REDOS_SCRIPT = textwrap.dedent("""
     from autoforge.pipeline.synthesize import synthesize_one
     from autoforge.envs.sample import fit_pattern, example_for_pattern, value_for
     from autoforge.tasks.quality import out_of_domain
-    from autoforge.tasks.instantiate import _id_pattern
+    from autoforge.domain.ids import id_pattern
     t0 = time.monotonic()
     r = ingest_paths([sys.argv[1]])
     res = synthesize_one(r.toolsets[0], r.specs)
@@ -109,7 +109,7 @@ REDOS_SCRIPT = textwrap.dedent("""
         "items": len(value_for({"type": "array", "minItems": 10**9, "items": {"type": "string"}}, "tags", 0, {})),
         "domain": [out_of_domain("x", "a" * 40 + "!", {"type": "string", "pattern": p}, "2025-01-15")
                    for p in ("^(a+)+$", "^(?=(a+)+b)(\\\\w)\\\\2*$", "^([a-z]+$")],
-        "id_width": _id_pattern({"pattern": "^TR\\\\d{999999999}$"}),
+        "id_width": id_pattern({"pattern": "^TR\\\\d{999999999}$"}),
     }
     print(json.dumps({"status": res.environment.status, "tools": {t.name: [t.status, t.reason] for t in res.tools},
                       "state": state, "direct": direct, "seconds": time.monotonic() - t0}))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.domain.ids import id_param_entity
+from autoforge.domain.ids import documented_id_style, id_param_entity
 from autoforge.domain.tools import ToolPlan
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import FieldSpec
@@ -44,6 +44,8 @@ class CollectionDraft:
             self.seen_types.setdefault(name, Counter())[json_type(item) if item else typ] += 1
         enum = schema.get("enum")
         fmt = schema.get("format") or _format_from_name(name)
+        if not fmt and typ == "string" and name.endswith("_id") and documented_id_style(schema) == "uuid":
+            fmt = "uuid"  # "The order's UUID, e.g. 3f2b...": the collection's ids are UUIDs (ids.id_style)
         items = schema.get("items") if typ == "array" else None
         obj_props = schema.get("properties") if typ == "object" and isinstance(schema.get("properties"), dict) else None
         desc = (schema.get("description") or "")[:200]

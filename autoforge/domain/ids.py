@@ -2,14 +2,19 @@
 
 ``order_id`` names an order and ``from_account_id`` an account (:func:`id_param_entity`); a
 pattern ``^AC\\d{4}$`` or an example ``'INV-00042'`` documents the ids' prefix and width
-(:func:`id_pattern`); state keys are strings, and an integer-id collection's records hold ints
-(:func:`id_key`, :func:`id_value`).
+(:func:`id_pattern`); ``format: uuid``, a UUID pattern or a UUID in the prose documents UUIDs and
+an integer type or "the numeric id" integers (:func:`documented_id_style`); :func:`make_id` writes
+record number n of a collection in its docs' style (``BK-0042``, ``42``, a UUID), for the sample
+state and for every task's world; state keys are strings, and an integer-id collection's records
+hold ints (:func:`id_key`, :func:`id_value`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from typing import Any, Iterable
+import uuid
+from typing import Any, Iterable, Literal
 
 from autoforge.domain import words as nm
 from autoforge.domain.values import example_value
@@ -102,6 +107,90 @@ def example_id_pattern(schema: dict) -> tuple[str, int] | None:
     return None
 
 
+UUID_TEXT = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_UUID_WORDS = re.compile(r"\b(?:uuids?|guids?|universally unique identifiers?)\b", re.IGNORECASE)
+# "the numeric id of the order", "an integer ID", "ID (integer)", "a number identifying the order"
+_NUMERIC_WORDS = re.compile(r"\b(?:numeric(?:al)?|integer|int)\s+(?:id|identifier|key)\b|\bids?\s*\((?:integer|int|number)\)"
+                            r"|\bnumber (?:that )?identif(?:y|ies|ying)\b", re.IGNORECASE)
+_A_UUID = "3f2b8c1e-9d4a-4e7b-8a6c-1d2e3f4a5b6c"
+
+
+def _uuid_pattern(pattern: Any) -> bool:
+    """Whether ``pattern`` is a UUID's: it matches a UUID and no short code (``A0001``, a slug ``abc-123``)."""
+    if not isinstance(pattern, str) or len(pattern) > 4 * MAX_ID_PATTERN_CHARS:
+        return False
+    rx = documented_pattern(pattern)
+    try:
+        return rx is not None and rx.search(_A_UUID) is not None and not any(
+            rx.search(x) for x in ("A0001", "a0001", "abc-123", _A_UUID[:8]))
+    except Exception:  # noqa: BLE001 - a pattern that cannot run documents no style
+        return False
+
+
+IdStyle = Literal["uuid", "integer", "code"]
+
+
+def documented_id_style(schema: dict | None) -> IdStyle | None:
+    """How one documented id looks: "uuid" (``format: uuid``, a UUID pattern, a UUID example or the
+    word UUID / GUID in its description), "integer" (an integer type, "the numeric id of ..."),
+    "code" (a pattern ``^BK-\\d{4}$`` or an example ``'BK-1042'``), None where the doc shows nothing."""
+    s = (unwrap(schema) or {}) if isinstance(schema, dict) else {}
+    if json_type(s) == "array" and isinstance(s.get("items"), dict):
+        s = unwrap(s["items"]) or {}
+    fmt = s.get("format")
+    if isinstance(fmt, str) and fmt.lower() in ("uuid", "guid"):
+        return "uuid"
+    if json_type(s) in ("integer", "number"):
+        return "integer"
+    pat = s.get("pattern")
+    if _uuid_pattern(pat):
+        return "uuid"
+    if id_shape(pat):
+        return "code"
+    examples = s.get("examples") if isinstance(s.get("examples"), list) else []
+    shown = [v for v in [s.get("example"), *examples[:3]] if v is not None]
+    if any(isinstance(v, str) and UUID_TEXT.fullmatch(v) for v in shown):
+        return "uuid"
+    desc = s.get("description") if isinstance(s.get("description"), str) else ""
+    if UUID_TEXT.search(desc) or _UUID_WORDS.search(desc):
+        return "uuid"
+    if example_id_pattern(s):
+        return "code"
+    if _NUMERIC_WORDS.search(desc) or any(isinstance(v, int) and not isinstance(v, bool) for v in shown):
+        return "integer"
+    return None
+
+
+def id_style(coll: CollectionSpec) -> IdStyle:
+    """The style of ``coll``'s ids: "integer" for integer-id collections, "uuid" when its key field is
+    documented as a UUID (:func:`documented_id_style`), else "code" (``<prefix><digits>``)."""
+    if is_integer_ids(coll):
+        return "integer"
+    pk = next((f for f in coll.fields if f.name == coll.primary_key), None)
+    if pk is not None and documented_id_style({"type": pk.type, "format": pk.format, "pattern": pk.pattern,
+                                                "description": pk.description}) == "uuid":
+        return "uuid"
+    return "code"
+
+
+def uuid_for(collection: str, n: int) -> str:
+    """The version-4 UUID of record number ``n`` of ``collection``: a hash of the two, so every process
+    (and the sandbox's ``next_id`` for a new record) writes the same one."""
+    return str(uuid.UUID(bytes=hashlib.sha256(f"{collection}/{n}".encode()).digest()[:16], version=4))
+
+
+def make_id(coll: CollectionSpec, n: int, width: int | None = None) -> str:
+    """The state key of record number ``n`` (1-based) of ``coll``, in its docs' style: ``"42"`` for
+    integer ids, a version-4 UUID made from the collection and ``n`` for UUID ids (the same in every
+    process), else the prefix and ``width`` digits (default the collection's): ``BK-0042``."""
+    style = id_style(coll)
+    if style == "integer":
+        return str(n)
+    if style == "uuid":
+        return uuid_for(coll.name, n)
+    return f"{coll.id_prefix}{n:0{max(width or coll.id_width, 1)}d}"
+
+
 def id_key(value: Any) -> str:
     """The state key of an id value: ids are keys as strings (``3`` -> ``"3"``; ``"T0001"`` as is)."""
     return value if isinstance(value, str) else str(value)
@@ -122,10 +211,10 @@ def is_integer_ids(coll: CollectionSpec | None) -> bool:
 def free_key(coll: CollectionSpec, table: dict, offset: int = 0, *, width: int | None = None,
              avoid: Iterable[Any] = ()) -> Any:
     """A key of ``coll`` no record in ``table`` has and not in ``avoid``, shaped like its ids
-    (``n_0005``, ``5``; ``width`` digits, default the collection's)."""
+    (:func:`make_id`: ``n_0005``, ``5``, a UUID; ``width`` digits, default the collection's)."""
     n, avoid = len(table) + 1 + offset, list(avoid)
     while True:
-        key = str(n) if is_integer_ids(coll) else f"{coll.id_prefix}{n:0{max(width or coll.id_width, 1)}d}"
+        key = make_id(coll, n, width)
         if key not in table and id_value(coll, key) not in avoid:
             return id_value(coll, key)
         n += 1

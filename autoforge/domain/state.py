@@ -31,7 +31,7 @@ from typing import Any
 from autoforge.domain import words as nm
 from autoforge.domain.entities import id_aliases, plan_tools
 from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_field, suffix_field
-from autoforge.domain.ids import ROLE_PEOPLE, id_param_entity, id_pattern, walk_ids
+from autoforge.domain.ids import ROLE_PEOPLE, documented_id_style, id_param_entity, id_pattern, walk_ids
 from autoforge.domain.outputs import prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
@@ -71,6 +71,11 @@ class _Builder:
         if typ == "array":
             item = unwrap(s.get("items")) if isinstance(s.get("items"), dict) else {}
             typ = json_type(item) if item else None
+        style = documented_id_style(s)
+        if style == "uuid" and entity in self.colls:  # "the booking's UUID": the collection's keys are UUIDs
+            self.colls[entity].add(f"{entity}_id", {"type": "string", "format": "uuid"}, note=False)
+        if typ == "string" and style == "integer":
+            typ = "integer"  # "the numeric id of the order" typed as a string: an integer id all the same
         if typ in ("integer", "string", "number"):  # ``issue_number: number`` is an integer id
             self.id_votes.setdefault(entity, Counter())["integer" if typ == "number" else typ] += 1
 

@@ -1,12 +1,16 @@
 """Value domains: what values a field or an argument can take, inferred from the documentation.
 
 Synthesized state and task arguments draw from these domains instead of from generic words, so
-a US state is a US state ("WA", not "archived"), a country a country, an airport field an IATA
-code, a birth date lies in the past, and a documented vocabulary ("one of 'economy',
-'business' or 'first'") is kept. The signals, in order: an explicit ``enum``; the vocabulary or
+a US state is a US state ("WA", not "archived"), a country a real one (ISO 3166), an airport field
+a real IATA code, a currency an ISO 4217 code, a VIN a VIN, a birth date lies in the past, and a
+documented vocabulary ("one of 'economy', 'business' or 'first'") is kept. The real values come
+from pools built once per process from Faker, airportsdata and pycountry (:mod:`autoforge.domain.fakes`).
+The parts of one record agree: :meth:`Domain.value` with a record key (a person, a record number)
+takes the city, state and ZIP of one address, and the city beside an airport code is that
+airport's city. The signals, in order: an explicit ``enum``; the vocabulary or
 example a description quotes; the field's name and its neighbours (``state`` beside ``city`` and
-``zip`` is a region, ``state`` beside ``status`` words is not); the JSON Schema ``format`` and
-``pattern``. :func:`domain_for` returns None where nothing is known, and callers keep their own
+``zip`` is a region, ``state`` beside ``status`` words is not); a date or time format the
+description states ("MM/DD/YYYY"); the JSON Schema ``format`` and ``pattern``. :func:`domain_for` returns None where nothing is known, and callers keep their own
 defaults. :func:`order_pairs` puts paired dates in order (start before end, check-in before
 check-out). Pure functions; deterministic given the caller's ``random.Random``.
 """
@@ -15,22 +19,14 @@ from __future__ import annotations
 
 import random
 import re
+import uuid
 from dataclasses import dataclass
 from functools import lru_cache
 from datetime import date, timedelta
 from typing import Any, Callable, Iterable
 
-US_STATES = ["AL", "AZ", "CA", "CO", "CT", "FL", "GA", "IL", "MA", "MD", "MI", "MN", "NC", "NJ", "NY", "OH", "OR",
-             "PA", "TX", "VA", "WA", "WI"]
-US_STATE_NAMES = ["California", "Texas", "New York", "Washington", "Oregon", "Colorado", "Illinois", "Massachusetts",
-                  "Florida", "Georgia", "Ohio", "Virginia"]
-COUNTRY_CODES = ["US", "CA", "GB", "DE", "FR", "JP", "AU", "ES", "IT", "NL", "SE", "BR", "MX", "IN"]
-COUNTRY_NAMES = ["United States", "Canada", "United Kingdom", "Germany", "France", "Japan", "Australia", "Spain",
-                 "Italy", "Netherlands", "Sweden", "Brazil", "Mexico", "India"]
-AIRPORTS = ["JFK", "LAX", "SFO", "ORD", "SEA", "BOS", "ATL", "DFW", "DEN", "MIA", "LHR", "CDG", "NRT", "FRA", "AMS"]
-CITIES = ["Seattle", "Austin", "Boston", "Denver", "Chicago", "Portland", "San Diego", "Atlanta", "Miami", "Phoenix"]
-CURRENCIES = ["USD", "EUR", "GBP", "JPY", "CAD", "AUD"]
-LANGUAGES = ["en", "es", "fr", "de", "ja", "pt"]
+from autoforge.domain import fakes
+
 BIRTH_FIRST, BIRTH_LAST = date(1950, 1, 1), date(2004, 12, 31)  # adults, born well before the tools' 2025 clock
 
 # ``start`` -> ``end`` name pairs whose values must be ordered (dates, times, or numbers of the same kind)
@@ -55,6 +51,12 @@ class Domain:
     name: str
     draw: Callable[[random.Random], Any]
     values: tuple = ()  # a finite vocabulary, when the domain is one
+    pick: Callable[[Any], Any] | None = None  # the value for a record key: the parts of one record agree
+
+    def value(self, rng: random.Random, key: Any = None) -> Any:
+        """A value drawn with ``rng``; with a record ``key`` (a person, a record number) the value of
+        that record, where the domain is one part of a whole (an address's city, an airport's city)."""
+        return self.pick(key) if self.pick is not None and key is not None else self.draw(rng)
 
 
 def _choice(name: str, values: Iterable[Any]) -> Domain:
@@ -81,7 +83,8 @@ def quoted_vocabulary(description: str) -> list[str]:
     if len(vals) < 2:
         m = _COLON_LIST.search(text)
         vals = [v.strip() for v in re.split(r"\s*(?:,|\bor\b|\band\b|/)\s*", m.group(1)) if v.strip()] if m else []
-    vals = list(dict.fromkeys(v for v in vals if len(v.split()) <= 3 and not v.endswith((".", ":"))))
+    vals = list(dict.fromkeys(v for v in vals if len(v.split()) <= 3 and not v.endswith((".", ":"))
+                              and not _FORMAT_PARTS.fullmatch(v)))  # "(MM/DD/YYYY)" is a format, not choices
     return vals if len(vals) >= 2 else []
 
 
@@ -167,11 +170,57 @@ def domain_for(name: str, schema: dict | None = None, *, siblings: Iterable[str]
     typ = schema.get("type")
     typ = next((t for t in typ if t != "null"), None) if isinstance(typ, list) else typ
     text = " ".join(x for x in (schema.get("description") or "", description) if isinstance(x, str))
-    return _domain(name, typ if isinstance(typ, str) else None, text, schema.get("maxLength"), tuple(siblings))
+    fmt = schema.get("format") if isinstance(schema.get("format"), str) else None
+    return _domain(name, typ if isinstance(typ, str) else None, text, schema.get("maxLength"), tuple(siblings), fmt)
+
+
+# Words of a field name that say which part of an address or an airport it is; the other words are
+# its role ("billing_city" and "billing_zip": one billing address; "origin" and "origin_city": one airport).
+_PART_WORDS = {"address", "street", "line", "line1", "line2", "1", "2", "city", "town", "state", "province", "region",
+               "zip", "zipcode", "postal", "postcode", "code", "country", "name", "airport", "iata", "iso", "full"}
+_NOT_POSTAL = {"email", "ip", "mac", "wallet", "contract", "web", "url", "server", "network", "memory", "bitcoin",
+               "eth", "ipv4", "ipv6", "hardware", "sender", "recipient", "from", "to", "reply"}
+_AIRPORT_ROLES = ("origin", "destination", "from", "to", "departure", "arrival")
+
+
+def _role(words: tuple[str, ...]) -> str:
+    return "_".join(w for w in words if w not in _PART_WORDS)
+
+
+def _address_domain(name: str, part: str, role: str) -> Domain:
+    """One part of a US address (``street``, ``city``, ``state``, ``state_name``, ``zip``, ``line``:
+    the whole address on one line); records with one key get the parts of one address."""
+    def get(a: fakes.Address) -> str:
+        if part == "line":
+            return f"{a.street}, {a.city}, {a.state} {a.zip}"
+        return getattr(a, part)
+
+    return Domain(name, lambda rng: get(fakes.addresses()[rng.randrange(len(fakes.addresses()))]),
+                  pick=lambda key: get(fakes.keyed(fakes.addresses(), key, role)))
+
+
+def _airport_domain(name: str, part: str, role: str) -> Domain:
+    """One attribute of a real airport (``code``, ``city``, ``country``, ``tz``); one key, one airport per role."""
+    return Domain(name, lambda rng: getattr(fakes.airports()[rng.randrange(len(fakes.airports()))], part),
+                  pick=lambda key: getattr(fakes.keyed(fakes.airports(), key, role), part))
+
+
+def _pool_domain(name: str, pool: Callable[[], tuple]) -> Domain:
+    return Domain(name, lambda rng: pool()[rng.randrange(len(pool()))], pick=lambda key: fakes.keyed(pool(), key, name))
+
+
+def random_uuid(rng: random.Random) -> str:
+    """A version-4 UUID from ``rng`` (reproducible from the seed, unlike :func:`uuid.uuid4`)."""
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+
+
+def _hinted_date(rng: random.Random, hint: str, first: date, days: int) -> str:
+    return render_format(hint, first + timedelta(days=rng.randint(0, days)), rng.randint(8, 18), rng.choice((0, 15, 30, 45)))
 
 
 @lru_cache(maxsize=8192)
-def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tuple[str, ...]) -> Domain | None:
+def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tuple[str, ...],
+            fmt: str | None = None) -> Domain | None:
     """:func:`domain_for` on hashable inputs (drawing values is hot: every leaf of every task state)."""
     words = _words(name)
     sib = {w for s in siblings for w in _words(s)}
@@ -183,27 +232,72 @@ def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tu
         ex = example_value(text)
         if ex and ("id" in words or "number" in words or "code" in words or "reference" in words):
             return like_example(ex)
-        if "birth" in words or "dob" in words or "birthday" in words or "born" in low:
+        if fmt in ("uuid", "guid"):
+            return Domain("uuid", random_uuid)
+        birth = "birth" in words or "dob" in words or "birthday" in words or "born" in low
+        hint = format_hint(text) if fmt is None else None
+        if hint:  # "MM/DD/YYYY" in the prose: a date (or time) of that shape, never the hint itself
+            first, days = (BIRTH_FIRST, (BIRTH_LAST - BIRTH_FIRST).days) if birth else (HINT_FIRST, 364)
+            return Domain(f"format:{hint}", lambda rng: _hinted_date(rng, hint, first, days))
+        if birth:
             return Domain("birth_date", lambda rng: _random_date(rng, BIRTH_FIRST, BIRTH_LAST))
-        if "airport" in words or "iata" in low or "airport" in low and any(w in words for w in (
-                "origin", "destination", "from", "to", "departure", "arrival")):
-            return _choice("airport", AIRPORTS)
+        role = _role(words)
+        airporty = "airport" in words or "iata" in words or "iata" in low or "airport" in low and any(
+            w in words for w in _AIRPORT_ROLES) or words in (("origin",), ("destination",)) and (
+            "flight" in sib or "flight" in low)  # a flight's origin is an airport
+        if airporty and not words[-1:] in (("name",), ("city",), ("country",)):
+            return _airport_domain("airport", "code", role)
+        near_airport = "airport" in sib or "iata" in sib or "airport" in low
+        if words[-1:] in (("city",), ("town",)) and near_airport:
+            return _airport_domain("airport_city", "city", role)  # the city of the airport beside it
+        if words[-1:] in (("timezone",), ("tz",)) or words[-2:] == ("time", "zone"):
+            return _airport_domain("timezone", "tz", role)
+        addressy = {"city", "zip", "zipcode", "postal", "postcode", "street", "address"} & (sib | set(words))
         if "country" in words:
-            two = max_length == 2 or "code" in words or "iso" in low or "two-letter" in low
-            return _choice("country", COUNTRY_CODES if two else COUNTRY_NAMES)
-        addressy = {"city", "zip", "zipcode", "postal", "street", "address", "country"} & (sib | set(words))
+            two = max_length == 2 or "code" in words or "iso" in low or "two-letter" in low or "alpha-2" in low
+            if addressy:  # the country of the address beside it: the addresses are US addresses
+                return _choice("country", ("US",) if two else ("United States",))
+            return _choice("country", tuple(c[0] if two else c[1] for c in fakes.countries()))
         if words[-1:] in (("state",), ("province",), ("region",)) and (addressy or "us state" in low or "province" in low):
-            full = "full" in low or "name of the state" in low
-            return _choice("us_state", US_STATE_NAMES if full else US_STATES)
-        if words[-1:] == ("city",):
-            return _choice("city", CITIES)
+            full = "full" in low or "name of the state" in low or "name" in words
+            if addressy:
+                return _address_domain("us_state", "state_name" if full else "state", role)
+            return _choice("us_state", tuple(s[1] if full else s[0] for s in fakes.us_states()))
+        if words[-1:] in (("city",), ("town",)):
+            return _address_domain("city", "city", role)
+        if words[-1:] in (("zip",), ("zipcode",), ("postcode",)) or words[-2:] in (("postal", "code"), ("zip", "code")):
+            return _address_domain("zip", "zip", role)
+        if not _NOT_POSTAL & set(words) and (words[-1:] == ("street",) or words[-2:] in (("street", "address"),
+                                             ("address", "line1"), ("address", "1"), ("street", "line"))):
+            return _address_domain("street", "street", role)
+        if words[-1:] == ("address",) and not _NOT_POSTAL & set(words) and "email" not in low[:60]:
+            return _address_domain("address", "line", role)
         if "currency" in words:
-            return _choice("currency", CURRENCIES)
+            return _pool_domain("currency", fakes.currencies)
         if words[-1:] in (("language",), ("lang",), ("locale",)):
-            return _choice("language", LANGUAGES)
+            return _pool_domain("language", fakes.languages)
+        if "iban" in words:
+            return Domain("iban", lambda rng: fakes.draw("iban", rng))
+        if "vin" in words or "vehicle identification" in low:
+            return Domain("vin", lambda rng: fakes.draw("vin", rng))
+        if "plate" in words or words[-2:] in (("license", "number"), ("licence", "number"), ("registration", "number")) \
+                and ("vehicle" in low or "car" in words or "plate" in low):
+            return Domain("plate", lambda rng: fakes.draw("plate", rng))
+        if ("license" in words or "licence" in words) and ("number" in words or "no" in words or "driver" in words):
+            return Domain("driver_license", _driver_license)  # a driver's licence number, not two words
+        if words[-1:] in (("last4",), ("lastfour",)) or words[-2:] in (("last", "4"), ("last", "four")):
+            return Domain("last4", lambda rng: f"{rng.randint(0, 9999):04d}")
+        if words in (("company",), ("company", "name"), ("employer",), ("employer", "name"), ("organization",),
+                     ("organisation",), ("organization", "name"), ("business", "name"), ("manufacturer",)):
+            return Domain("company", lambda rng: fakes.draw("company", rng))
         if words[-1:] in (("url",), ("uri",), ("href",), ("link",), ("website",), ("homepage",), ("endpoint",)):
             return Domain("url", _url)
     return None
+
+
+def _driver_license(rng: random.Random) -> str:
+    """A driver's licence number in the common US shape: a letter and seven digits (``D4830217``)."""
+    return f"{chr(65 + rng.randrange(26))}{rng.randrange(10 ** 7):07d}"
 
 
 def _url(rng: random.Random) -> str:

@@ -10,9 +10,11 @@ what later stages start from when they instantiate task values.
 
 from __future__ import annotations
 
+import random
 import re
 import string
 import time
+import zlib
 from typing import Any
 
 try:  # the regular-expression parser (renamed in Python 3.11)
@@ -21,12 +23,13 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
 
+from autoforge.domain import fakes
 from autoforge.domain import values as D
 from autoforge.domain.coherence import cohere
 from autoforge.domain import words as nm
 from autoforge.domain.fields import list_filter_field
 from autoforge.domain.placeholders import placeholder_reason
-from autoforge.domain.ids import free_key, id_param_entity, id_shape, id_value, is_integer_ids
+from autoforge.domain.ids import free_key, id_param_entity, id_shape, id_value, is_integer_ids, make_id
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
@@ -38,14 +41,9 @@ MAX_VALUE_DEPTH = 32  # levels of nested objects/arrays in one generated value
 # many seconds per value in all (a value that runs out keeps its text, the pattern ignored).
 PATTERN_BUDGET_S = 0.05
 
-FIRST = ["Ava", "Liam", "Sofia", "Noah", "Mia", "Ethan", "Zoe", "Lucas"]
-LAST = ["Chen", "Patel", "Garcia", "Kim", "Rossi", "Okafor", "Novak", "Silva"]
-CITIES = D.CITIES[:6]  # the first cities and countries of the value domains (one list of each in the package)
-COUNTRIES = D.COUNTRY_CODES[:6]
-REGIONS = ["WA", "TX", "MA", "CO", "IL", "OR"]  # the states of CITIES
-STREETS = ["12 Pine St", "48 Oak Ave", "7 Elm Rd", "301 Maple Blvd", "55 Cedar Ln", "9 Birch Ct"]
+# People, addresses, companies and countries come from the pools of autoforge.domain.fakes (Faker,
+# airportsdata, pycountry), record i taking entry i: the city, state and ZIP of record i are one address.
 ADJ = ["Classic", "Premium", "Compact", "Deluxe", "Essential", "Urban", "Summit", "Coastal"]
-COMPANIES = ["Acme Corp", "Globex", "Initech", "Umbrella Ltd", "Stark Industries", "Wayne Enterprises"]
 PEOPLE_ENTITIES = {"user", "customer", "employee", "member", "person", "staff", "patient", "student", "client",
                    "agent", "courier", "driver", "doctor", "guest", "passenger", "author", "contact", "owner",
                    "teacher", "instructor", "tenant", "buyer", "seller", "applicant", "candidate", "technician",
@@ -63,7 +61,12 @@ _REPEATS = tuple(getattr(C, n) for n in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE
 
 
 def _person(i: int) -> tuple[str, str]:
-    return FIRST[i % len(FIRST)], LAST[(i * 3 + 1) % len(LAST)]
+    p = fakes.people()[i % len(fakes.people())]
+    return p.first, p.last
+
+
+def _address(i: int) -> fakes.Address:
+    return fakes.addresses()[i % len(fakes.addresses())]
 
 
 def _date(i: int, future: bool) -> str:
@@ -82,7 +85,7 @@ def field_value(f: FieldSpec, coll: CollectionSpec, i: int, ids: dict[str, list[
         pool = ids[f.ref]
         return [pool[i % len(pool)]]
     schema: dict[str, Any] = {"type": f.type}
-    for key in ("enum", "format", "pattern", "minimum", "items", "properties"):
+    for key in ("enum", "format", "pattern", "minimum", "items", "properties", "description"):
         if getattr(f, key) is not None:
             schema[key] = getattr(f, key)
     return value_for(schema, f.name, i, ids, coll)
@@ -125,6 +128,11 @@ def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: 
             val = hi
         return int(val) if typ == "integer" else val
     entity = coll.entity if coll is not None else (nm.singular(name.split("_")[0]) if name else "item")
+    dom = D.domain_for(name, schema, siblings=[f.name for f in coll.fields] if coll is not None else ())
+    if dom is not None and dom.name != "url":  # a real value of the field's domain, record i's where it is a part
+        text = dom.value(random.Random(zlib.crc32(f"{name}/{i}".encode())), i)
+        pattern = schema.get("pattern")
+        return fit_pattern(pattern, text, i) if isinstance(pattern, str) and isinstance(text, str) else text
     text = _string(name.lower(), schema.get("format"), i, entity, coll.id_prefix if coll is not None else "X",
                    coll.name if coll is not None else "items")
     hint = D.format_hint(schema.get("description") or "") if isinstance(schema.get("description"), str) else None
@@ -145,7 +153,8 @@ def _count(value: Any) -> int:
 
 def _named_object(name: str, i: int) -> dict:
     if "address" in name or "location" in name:
-        return {"street": STREETS[i % len(STREETS)], "city": CITIES[i % len(CITIES)], "zip": f"{98100 + i * 7}"}
+        a = _address(i)
+        return {"street": a.street, "city": a.city, "state": a.state, "zip": a.zip}
     return {}
 
 
@@ -171,7 +180,7 @@ def _string(name: str, fmt: str | None, i: int, entity: str, prefix: str, coll_n
     first, last = _person(i)
     person = entity in PEOPLE_ENTITIES
     if fmt == "email" or "email" in name:
-        return f"{first.lower()}.{last.lower()}@example.com" if person or "user" in name \
+        return fakes.people()[i % len(fakes.people())].email if person or "user" in name \
             else f"contact{i + 1}@{entity.replace('_', '')}.example.com"
     if fmt == "date-time" or name.endswith("_at") or name.endswith("_time") or "timestamp" in name:
         future = any(w in name for w in ("due", "end", "expire", "deadline", "depart", "arriv", "start", "scheduled", "check"))
@@ -191,31 +200,28 @@ def _string(name: str, fmt: str | None, i: int, entity: str, prefix: str, coll_n
         if person or any(w in name for w in ("user", "customer", "contact", "patient", "holder", "guest", "passenger")):
             return f"{first.lower()}{last.lower()}" if "user" in name and "name" in name and name != "name" else f"{first} {last}"
         if entity in ("company", "vendor", "supplier", "organization", "organisation", "restaurant", "store", "merchant"):
-            return COMPANIES[i % len(COMPANIES)]
+            return fakes.nth("company", i)
         return f"{ADJ[i % len(ADJ)]} {entity.replace('_', ' ').title()}"
     if name.endswith("_name") or name in ("title", "subject"):
         if name.endswith("_name"):
             return f"{ADJ[i % len(ADJ)]} {name[:-5].replace('_', ' ').title()}"
         return f"{ADJ[i % len(ADJ)]} {entity.replace('_', ' ')} #{i + 1}"
     if "phone" in name or "mobile" in name:
-        return f"+1-555-01{i:02d}"
-    if name in ("city", "origin", "destination", "location", "from_city", "to_city", "airport") or name.endswith("_city") \
-            or name.endswith("_airport"):
-        return CITIES[(i + (1 if "dest" in name or name.startswith("to") else 0)) % len(CITIES)]
+        return fakes.people()[i % len(fakes.people())].phone
+    if name in ("origin", "destination", "location"):
+        return _address(i + (1 if "dest" in name else 0)).city
     if "country" in name:
-        return COUNTRIES[i % len(COUNTRIES)]
+        return fakes.countries()[i % len(fakes.countries())][0]
     if name in ("state", "state_code", "province", "billing_state", "home_state") or name.endswith("_state_code"):
-        return REGIONS[i % len(REGIONS)]  # a US state / province: the region of CITIES[i]
+        return _address(i).state  # a US state: the state of record i's address
     if "address" in name or name == "street":
-        return f"{STREETS[i % len(STREETS)]}, {CITIES[i % len(CITIES)]}"
-    if name in ("zip", "zip_code", "postal_code", "postcode"):
-        return f"{98100 + i * 7}"
+        return f"{_address(i).street}, {_address(i).city}"
     if "currency" in name:
         return "USD"
     if name in ("period", "billing_period", "month", "billing_month"):
         return f"2025-{1 + i % 12:02d}"
     if name in ("company", "company_name", "employer", "organization", "vendor", "supplier"):
-        return COMPANIES[i % len(COMPANIES)]
+        return fakes.nth("company", i)
     if name == "last4" or name.endswith("_last4"):
         return f"{4242 + i * 1111}"[-4:]
     if "code" in name or name in ("sku", "isbn", "serial_number", "reference", "confirmation") or name.endswith("_number"):
@@ -352,7 +358,7 @@ def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[st
     if n is None:
         longest = max((len(f.enum or []) for c in schema.collections for f in c.fields if f.name == "status"), default=0)
         n = max(N_RECORDS, min(8, longest))
-    keys = {c.name: [f"{c.id_prefix}{str(k + 1).zfill(c.id_width)}" for k in range(n)] for c in schema.collections}
+    keys = {c.name: [make_id(c, k + 1) for k in range(n)] for c in schema.collections}
     ids = {c.name: [id_value(c, k) for k in keys[c.name]] for c in schema.collections}  # integer ids: 1, 2 ...
     state: dict[str, dict[str, dict]] = {}
     for c in schema.collections:

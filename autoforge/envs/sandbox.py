@@ -80,6 +80,7 @@ import types
 import typing
 from typing import Any, Callable
 
+from autoforge.domain.ids import UUID_TEXT, uuid_for
 from autoforge.errors import UnsafeCodeError
 
 # --------------------------------------------------------------------------- injected helpers
@@ -92,10 +93,16 @@ def next_id(state: dict, collection: str, prefix: str, width: int = 4) -> str:
     """The next id of ``collection``: one past the largest ``prefix<digits>`` id in use.
 
     ``next_id(state, "orders", "O")`` with ids O0001..O0003 -> ``"O0004"``; an empty or
-    missing collection gives ``"O0001"``. Derived from state only, so replays agree.
+    missing collection gives ``"O0001"``; a collection keyed by UUIDs gets the UUID of its next
+    record number (:func:`~autoforge.domain.ids.uuid_for`). Derived from state only, so replays agree.
     """
     records = state.get(collection) if isinstance(state, dict) else None
     top = 0
+    if isinstance(records, dict) and records and all(isinstance(k, str) and UUID_TEXT.fullmatch(k) for k in records):
+        n = len(records) + 1  # a collection keyed by UUIDs (the docs' style) gets a new UUID
+        while uuid_for(collection, n) in records:
+            n += 1
+        return uuid_for(collection, n)
     if isinstance(records, dict):
         n = len(prefix)
         for key in records:

@@ -24,26 +24,66 @@ from __future__ import annotations
 import math
 import random
 import re
+import weakref
 from collections import Counter
+from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any
 
+from autoforge.domain import fakes
 from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
-from autoforge.domain.values import domain_for, order_pairs
+from autoforge.domain.values import domain_for, order_pairs, random_uuid
 from autoforge.envs.interface import EnvLike
-from autoforge.domain.ids import free_key, id_key, id_value, is_integer_ids, MAX_ID_PATTERN_CHARS, MAX_ID_WIDTH
+from autoforge.domain.ids import free_key, id_key, id_pattern, id_shape, id_value, is_integer_ids, make_id
 from autoforge.envs.sample import MAX_ITEMS
 from autoforge.tasks.execute import DagExecutionError
-from autoforge.tooldocs.schema import documented_pattern
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
-FIRST = ["Ava", "Liam", "Noah", "Mia", "Ethan", "Sofia", "Lucas", "Emma", "Omar", "Yuki", "Priya", "Mateo"]
-LAST = ["Chen", "Cheng", "Garcia", "Novak", "Okafor", "Silva", "Kim", "Kimura", "Patel", "Rossi", "Haddad", "Moreau"]
+
+
+class _Pool(Sequence):
+    """A pool of :mod:`autoforge.domain.fakes` as a sequence (``rng.choice(FIRST)``), built on first use."""
+
+    def __init__(self, build):
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def __getitem__(self, i):
+        return self._build()[i]
+
+    def __add__(self, other) -> list:  # FIRST + LAST: one list of both (rl.augment's name words)
+        return list(self) + list(other)
+
+    def __radd__(self, other) -> list:
+        return list(other) + list(self)
+
+
+FIRST = _Pool(fakes.first_names)  # Faker's first and last names (a world pairs one first name with two last names)
+LAST = _Pool(fakes.last_names)
 ADJ = ["Blue", "Red", "Quiet", "Rapid", "Golden", "Silver", "Northern", "Bright", "Little", "Grand", "Green", "Urban"]
 NOUN = ["Lamp", "Chair", "Harbor", "Falcon", "Garden", "Summit", "River", "Atlas", "Beacon", "Meadow", "Orbit", "Canvas"]
-CITY = ["Lisbon", "Osaka", "Denver", "Lyon", "Austin", "Porto", "Leeds", "Perth"]
+CITY = _Pool(lambda: tuple(a.city for a in fakes.addresses()))  # real US cities (see fakes.addresses)
+_DRAWS: "weakref.WeakKeyDictionary[random.Random, tuple[int, Counter]]" = weakref.WeakKeyDictionary()
+
+
+def record_key(rng: random.Random, person: Any = None, part: str = "") -> Any:
+    """The key that makes values agree (a city, its state and its ZIP from one address): the record's
+    person where there is one; else, for a task's arguments, (a key drawn once per ``rng``, how many
+    values of ``part`` were drawn before): the n-th city and the n-th ZIP of a task are one address's,
+    and a second city (a retry, another call) is another address's."""
+    if person is not None:
+        return tuple(person)
+    entry = _DRAWS.get(rng)
+    if entry is None:
+        entry = _DRAWS[rng] = (rng.getrandbits(32), Counter())
+    token, counts = entry
+    n = counts[part]
+    counts[part] += 1
+    return token, n
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _DT_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}")
 BASE_DATE = date(2025, 1, 1)  # the synthesized tools' fixed clock is around here; values spread over 2025
@@ -64,10 +104,6 @@ def _id_width(env: EnvironmentRecord, c: CollectionSpec) -> int:
     return 4
 
 
-def make_id(c: CollectionSpec, i: int, width: int = 4) -> str:
-    return f"{c.id_prefix}{i:0{width}d}"
-
-
 class ValueGen:
     """Field values by name, type and sample format (deterministic given the rng)."""
 
@@ -75,7 +111,8 @@ class ValueGen:
         self.env, self.rng = env, rng
 
     def person(self) -> tuple[str, str]:
-        return self.rng.choice(FIRST), self.rng.choice(LAST)
+        p = self.rng.choice(fakes.people())
+        return p.first, p.last
 
     def date(self, with_time: bool = False) -> str:
         d = BASE_DATE + timedelta(days=self.rng.randint(10, 330))
@@ -94,7 +131,7 @@ class ValueGen:
             dom = domain_for(name, schema, siblings=[x.name for x in coll.fields] if coll else (),
                              description=f.description if f else "")
             if dom is not None:
-                return dom.draw(rng)
+                return dom.value(rng, record_key(rng, person, dom.name))
         if ftype == "boolean":
             return rng.random() < 0.5
         if ftype == "integer":
@@ -113,14 +150,15 @@ class ValueGen:
         first, last = person or self.person()
         if "email" in n:
             return f"{first}.{last}{rng.randint(1, 99)}@example.com".lower()
-        if "phone" in n:
-            return f"555-{rng.randint(100, 999)}-{rng.randint(1000, 9999)}"
+        if "phone" in n or "mobile" in n:
+            return fakes.keyed(fakes.people(), record_key(rng, person, "phone"), n).phone
+        address = fakes.keyed(fakes.addresses(), record_key(rng, person, n))
         if n in ("city", "location") or n.endswith("_city"):
-            return rng.choice(CITY)
+            return address.city
         if "address" in n:
-            return f"{rng.randint(1, 999)} {rng.choice(NOUN)} Street, {rng.choice(CITY)}"
+            return f"{address.street}, {address.city}, {address.state} {address.zip}"
         if n in ("zip", "zipcode", "postal_code", "zip_code"):
-            return f"{rng.randint(10000, 99999)}"
+            return address.zip
         if n in ("username", "handle", "login"):
             return f"{first}{last}{rng.randint(1, 99)}".lower()
         if "name" in n or n == "title":
@@ -138,21 +176,6 @@ class ValueGen:
         if isinstance(sample, str) and sample:
             return f"{rng.choice(ADJ)} {rng.choice(NOUN)}"
         return f"{name.replace('_', '-')}-{rng.randint(100, 999)}"
-
-
-_PATTERN_ID = re.compile(r"^\^?([A-Z]+)\\d\{(\d+)\}\$?$")
-
-
-def _id_pattern(schema: dict | None, pattern: str | None = None) -> tuple[str, int] | None:
-    """("P", 4) for an id pattern ``^P\\d{4}$``; None for other patterns, long ones, widths over
-    MAX_ID_WIDTH and patterns that cannot be used (:func:`~autoforge.tooldocs.schema.documented_pattern`)."""
-    pat = pattern or (schema or {}).get("pattern") or ""
-    if not isinstance(pat, str) or len(pat) > MAX_ID_PATTERN_CHARS:
-        return None
-    m = _PATTERN_ID.match(pat)
-    if not m or int(m.group(2)) > MAX_ID_WIDTH or documented_pattern(pat) is None:
-        return None
-    return (m.group(1), int(m.group(2)))
 
 
 class WorldFiller:
@@ -175,7 +198,7 @@ class WorldFiller:
 
     def id_for(self, name: str, schema: dict | None, pattern: str | None = None) -> str | None:
         coll = self.by_pk.get(name)
-        pat = _id_pattern(schema, pattern)
+        pat = id_shape(pattern) if pattern else id_pattern(schema)
         if coll is None and pat is not None:
             coll = self.by_prefix.get(pat[0])
         if coll is not None and self.state.get(coll.name):
@@ -206,7 +229,7 @@ class WorldFiller:
         stype = schema.get("type")
         stype = next((t for t in stype if t != "null"), None) if isinstance(stype, list) else stype
         if (stype == "string" or isinstance(template, str) or stype is None) and (
-                is_key_param(name, set(self.by_pk)) or _id_pattern(schema)):
+                is_key_param(name, set(self.by_pk)) or id_pattern(schema)):
             v = self.id_for(name, schema)
             if v is not None:
                 return v
@@ -249,8 +272,10 @@ class WorldFiller:
             siblings = tuple(f.name for f in coll.fields) if coll else ()
         dom = domain_for(name, schema, siblings=siblings)
         if dom is not None:
-            return dom.draw(self.rng)
+            return dom.value(self.rng, record_key(self.rng, person, dom.name))
         fmt = schema.get("format")
+        if fmt in ("uuid", "guid"):
+            return random_uuid(self.rng)
         if fmt == "date":
             return self.gen.date()
         if fmt == "date-time":
@@ -455,7 +480,7 @@ class FactChooser:
         if is_key_param(karg, self.keys) and tool.kind == "create" and coll is not None and karg == coll.primary_key:
             return self.fresh_key(coll, state)  # core_memory_add(key, value): the new record's own key
         if is_key_param(arg, self.keys) or is_key_param(karg, self.keys):
-            pat = _id_pattern(pschema)  # return_location_id with pattern ^LC\\d{4}$ is a location
+            pat = id_pattern(pschema)  # return_location_id with pattern ^LC\\d{4}$ is a location
             owner = self.by_pk.get(karg) or self.by_pk.get(arg) or (WorldFiller(self.env, self.rng, state).by_prefix.get(pat[0]) if pat else None) or coll
             ids = [id_value(owner, k) for k in sorted((state.get(owner.name) or {}) if owner else [])]
             if not ids:
