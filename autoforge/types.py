@@ -450,6 +450,7 @@ class WorldCheck(Record):
     path: str  # collection.record.field, or "call N (tool).argument" / "call N (tool): collection.record.field"
     value: str  # the value found there as JSON text, cut to VALUE_CHARS characters
     message: str
+    rejects: bool = True  # the kind rejects a task (FINDING_KINDS); False: stored and shown only
     run_id: str | None = None
     checked_at: datetime = Field(default_factory=utcnow)
 
@@ -460,7 +461,8 @@ class WorldCheck(Record):
         """The row of a :class:`autoforge.domain.world_checks.Finding`."""
         return cls(check_id=content_id("wcheck", env_id, task_id, finding.kind, finding.path, finding.message),
                    env_id=env_id, task_id=task_id, kind=finding.kind, path=finding.path,
-                   value=canonical_json(finding.value)[:cls.VALUE_CHARS], message=finding.message, run_id=run_id)
+                   value=canonical_json(finding.value)[:cls.VALUE_CHARS], message=finding.message,
+                   rejects=finding.rejects, run_id=run_id)
 
 
 # --------------------------------------------------------------------------- stage 6: rollouts

@@ -220,3 +220,31 @@ def test_a_tasks_arguments_agree_call_by_call_and_differ_between_calls():
     assert len(set(cities)) > 3
     again = WorldFiller(env, random.Random(5), {})  # the same seed: the same arguments
     assert [again.fill("city", None, {"type": "string"}, None, siblings=sib) for _ in range(6)] == cities
+
+
+def test_task_worlds_keep_documented_patterns_and_nested_enums():
+    """A field's pattern ("Billing month, e.g. '2025-02'", ``^\\d{4}-\\d{2}$``; a promo code
+    ``^[A-Z0-9]{4,12}$``) holds in every task world, and an object field's documented properties
+    (a card's ``kind`` const and ``brand`` enum) shape its nested values instead of filler."""
+    import re
+
+    from autoforge.tasks.instantiate import make_world
+
+    card = {"kind": {"const": "credit_card", "type": "string"},
+            "brand": {"type": "string", "enum": ["visa", "mastercard", "amex"]},
+            "last4": {"type": "string", "pattern": "^\\d{4}$"}}
+    coll = CollectionSpec(name="bills", entity="bill", primary_key="bill_id", id_prefix="BL", fields=[
+        FieldSpec(name="bill_id"), FieldSpec(name="period", description="Billing month, e.g. '2025-02'.", pattern="^\\d{4}-\\d{2}$"),
+        FieldSpec(name="promo_code", description="Applied promo code.", pattern="^[A-Z0-9]{4,12}$"),
+        FieldSpec(name="card", type="object", properties=card)])
+    sample = {"bills": {"BL0001": {"bill_id": "BL0001", "period": "2025-01", "promo_code": "SAVE10",
+                                   "card": {"kind": "credit_card", "brand": "visa", "last4": "1234"}}}}
+    env = EnvironmentRecord(env_id="e", name="x", toolset_id="t", backend="offline",
+                            state_schema=StateSchema(collections=[coll]), sample_state=sample, status="ready",
+                            n_tools=0, n_tools_accepted=0)
+    for seed in range(5):
+        for rec in make_world(env, random.Random(seed))["bills"].values():
+            assert re.fullmatch(r"\d{4}-\d{2}", rec["period"]), rec
+            assert re.fullmatch(r"[A-Z0-9]{4,12}", rec["promo_code"]), rec
+            assert rec["card"]["kind"] == "credit_card" and rec["card"]["brand"] in card["brand"]["enum"], rec
+            assert re.fullmatch(r"\d{4}", rec["card"]["last4"]), rec

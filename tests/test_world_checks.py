@@ -110,11 +110,14 @@ def test_a_format_template_in_a_description_is_the_format_of_temporal_fields_onl
     assert value_mismatch("blue", schema, "due_date") == "not in the documented format YYYY-MM-DD"
 
 
-def test_only_some_kinds_reject_a_task():
-    assert {k for k in FINDING_KINDS if rejects(k)} == {"dangling_reference", "placeholder", "empty_container",
-                                                        "type_mismatch", "write_outside_effect"}
+def test_a_kind_rejects_by_its_registry_flag(monkeypatch):
+    assert {"dangling_reference", "placeholder", "empty_container", "type_mismatch", "format_mismatch",
+            "write_outside_effect"} <= {k for k in FINDING_KINDS if rejects(k)}
     found = state_findings(SCHEMA, _bad(("orders", "O0001", "status"), "lost"))
-    assert found and rejecting(found) == []
+    assert found and rejecting(found) == found and all(f.rejects for f in found)
+    import dataclasses
+    monkeypatch.setitem(FINDING_KINDS, "format_mismatch", dataclasses.replace(FINDING_KINDS["format_mismatch"], rejects=False))
+    assert rejecting(found) == [] and not any(f.rejects for f in found)
 
 
 TOOLS = {t.name: t for t in [

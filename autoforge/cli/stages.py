@@ -154,8 +154,9 @@ def print_world_checks(warehouse: str | None, env_ids: list[str] | None = None, 
                title="world checks (autoforge sql \"SELECT * FROM v_world_checks\"; rows: world_checks)")
     keep = [k for k, v in FINDING_KINDS.items() if not v.rejects]
     n_envs = sum(bool(r["sample_findings"]) for r in rows)
+    but = f", except {' and '.join(keep)}, which are stored and shown only" if keep else ""
     print(f"{n_envs} environment(s) with sample-state findings, kept (findings never discard an environment); a task "
-          f"holding a finding is rejected (check `world`), except {' and '.join(keep)}, which are stored and shown only")
+          f"holding a finding is rejected (check `world`){but}")
 
 
 def print_environment_yield(warehouse: str | None, names: list[str]) -> int:

@@ -235,7 +235,7 @@ def _domain(name: str, typ: str | None, text: str, max_length: Any, siblings: tu
         if fmt in ("uuid", "guid"):
             return Domain("uuid", random_uuid)
         birth = "birth" in words or "dob" in words or "birthday" in words or "born" in low
-        hint = format_hint(text) if fmt is None else None
+        hint = format_hint(text) if fmt in (None, "date", "date-time", "time") else None  # the prose template is the more exact
         if hint:  # "MM/DD/YYYY" in the prose: a date (or time) of that shape, never the hint itself
             first, days = (BIRTH_FIRST, (BIRTH_LAST - BIRTH_FIRST).days) if birth else (HINT_FIRST, 364)
             return Domain(f"format:{hint}", lambda rng: _hinted_date(rng, hint, first, days))

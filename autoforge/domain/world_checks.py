@@ -63,8 +63,7 @@ FINDING_KINDS: dict[str, FindingKind] = {k.name: k for k in (
     FindingKind("empty_container", "an empty object or list where content is required"),
     FindingKind("type_mismatch", "a value that is not its declared JSON type, a record stored under another id, or a "
                                  "gold argument outside its parameter's type, format, enum, pattern or range"),
-    FindingKind("format_mismatch", "a state value outside its field's documented enum, format, pattern or minimum",
-                rejects=False),
+    FindingKind("format_mismatch", "a state value outside its field's documented enum, format, pattern or minimum"),
     FindingKind("write_outside_effect", "a write changes a collection or field its parameters, name, description and "
                                         "plan do not name"),
 )}
@@ -88,6 +87,11 @@ class Finding:
     def __post_init__(self) -> None:
         if self.kind not in FINDING_KINDS:
             raise ValueError(f"unknown world-check kind {self.kind!r}; valid: {', '.join(FINDING_KINDS)}")
+
+    @property
+    def rejects(self) -> bool:
+        """Whether a task holding this finding is rejected (its kind's flag in :data:`FINDING_KINDS`)."""
+        return FINDING_KINDS[self.kind].rejects
 
     def short(self) -> str:
         """``kind at path: value`` (a rejection's detail)."""

@@ -3,7 +3,7 @@
 -- way; verification checks each task's initial state (the records its gold run uses), gold
 -- arguments and gold writes, rejects a task holding a finding of a kind that rejects (check `world`)
 -- and stores the findings of every task it checks: a verified task holds only the kinds that do not
--- reject (nested_reference, format_mismatch). Rows are upserts by content (a re-check writes the
+-- reject (column rejects false). Rows are upserts by content (a re-check writes the
 -- same ids); a task re-checked later keeps the rows it had.
 CREATE TABLE IF NOT EXISTS world_checks (
     check_id   VARCHAR PRIMARY KEY,  -- content hash of (env, task, kind, path, message)
@@ -13,6 +13,7 @@ CREATE TABLE IF NOT EXISTS world_checks (
     path       VARCHAR NOT NULL,     -- where: collection.record.field, "call N (tool).argument" or "call N (tool): collection.record.field"
     value      VARCHAR NOT NULL,     -- the value found there, as JSON text (cut at 500 characters)
     message    VARCHAR NOT NULL,     -- why it is wrong
+    rejects    BOOLEAN NOT NULL,     -- its kind rejects a task (FINDING_KINDS); false: stored and shown only
     run_id     VARCHAR,              -- the run that checked it
     checked_at TIMESTAMP NOT NULL    -- UTC
 );

@@ -5,7 +5,7 @@
 -- needs a new version of this view.
 CREATE OR REPLACE VIEW v_world_checks AS
 WITH findings_ AS (                                -- import: every world-check row
-    SELECT env_id, task_id, kind FROM world_checks
+    SELECT env_id, task_id, kind, rejects FROM world_checks
 ),
 tasks_ AS (                                        -- import: task statuses
     SELECT task_id, env_id, status FROM tasks
@@ -26,7 +26,7 @@ task_findings_ AS (                                -- the tasks' findings per ki
            count(*) AS n,
            count(DISTINCT f.task_id) AS n_tasks,
            count(DISTINCT f.task_id) FILTER (WHERE t.status = 'rejected') AS n_rejected,
-           count(DISTINCT f.task_id) FILTER (WHERE t.status = 'verified' AND f.kind NOT IN ('nested_reference', 'format_mismatch')) AS n_verified,
+           count(DISTINCT f.task_id) FILTER (WHERE t.status = 'verified' AND f.rejects) AS n_verified,
            count(*) FILTER (WHERE f.kind = 'dangling_reference') AS dangling_reference,
            count(*) FILTER (WHERE f.kind = 'nested_reference') AS nested_reference,
            count(*) FILTER (WHERE f.kind = 'placeholder') AS placeholder,
@@ -57,7 +57,7 @@ SELECT
     coalesce(k.placeholder, 0) AS tasks_placeholder,                       -- in initial states and gold arguments (rejects)
     coalesce(k.empty_container, 0) AS tasks_empty_container,               -- in initial states and gold arguments (rejects)
     coalesce(k.type_mismatch, 0) AS tasks_type_mismatch,                   -- in initial states and gold arguments (rejects)
-    coalesce(k.format_mismatch, 0) AS tasks_format_mismatch,               -- in initial states (stored, keeps the task)
+    coalesce(k.format_mismatch, 0) AS tasks_format_mismatch,               -- in initial states (rejects)
     coalesce(k.write_outside_effect, 0) AS tasks_write_outside_effect      -- gold writes changing what their docs do not name (rejects)
 FROM environments e
 LEFT JOIN sample_ s ON s.env_id = e.env_id

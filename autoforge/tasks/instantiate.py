@@ -37,7 +37,7 @@ from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schema
 from autoforge.domain.values import domain_for, order_pairs, random_uuid
 from autoforge.envs.interface import EnvLike
 from autoforge.domain.ids import free_key, id_key, id_pattern, id_shape, id_value, is_integer_ids, make_id
-from autoforge.envs.sample import MAX_ITEMS
+from autoforge.envs.sample import MAX_ITEMS, fit_pattern
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
 
@@ -268,6 +268,14 @@ class WorldFiller:
             return v
         if stype == "boolean" or isinstance(template, bool):
             return self.rng.random() < 0.5
+        value = self._string(name, schema, coll, person, siblings)
+        pat = schema.get("pattern")
+        if isinstance(pat, str) and pat and isinstance(value, str):  # a documented pattern holds: "2025-02", not filler
+            return fit_pattern(pat, value, self.rng.randint(0, 27))
+        return value
+
+    def _string(self, name: str, schema: dict, coll: CollectionSpec | None, person, siblings: tuple[str, ...] | None) -> Any:
+        """A string leaf's value from its name, siblings and schema, before its pattern is applied."""
         if siblings is None:
             siblings = tuple(f.name for f in coll.fields) if coll else ()
         dom = domain_for(name, schema, siblings=siblings)
@@ -303,6 +311,8 @@ def _field_schema(f: FieldSpec) -> dict:
         out["enum"] = f.enum
     if f.type == "array" and getattr(f, "items", None):
         out["items"] = f.items
+    if f.type == "object" and f.properties:  # nested fields keep their enums, consts and patterns
+        out["properties"] = f.properties
     for k in ("format", "pattern", "minimum"):
         v = getattr(f, k, None)
         if v is not None:
