@@ -74,6 +74,11 @@ def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
     writes = {t.name for t in accepted if t.effect == "write"}
     used = {c.name for t in tasks for c in t.gold_calls} & writes
     row["writes_used"] = f"{len(used)}/{len(writes)}"
+    from autoforge.domain.tool_kinds import SPECIAL_KINDS
+
+    pure = {t.name for t in accepted if t.kind in SPECIAL_KINDS}  # scratchpad, calculator, hand-off: no state
+    changes = [{c.name for c in t.gold_calls} & (writes | pure) for t in tasks if t.kind != "answer"]
+    row["pure_only"] = sum(bool(w) and w <= pure for w in changes)  # tasks whose only "write" is a pure tool (must be 0)
     from autoforge.pipeline import environment_quality
 
     quality = environment_quality(wh)
@@ -103,7 +108,7 @@ COLUMNS = ["toolset", "kind", "tools", "accepted", "read", "write", "unknown", "
            "writes_reachable", "by_data", "state_edges", "rules_found", "rules_enforced", "rules_probe_passed",
            "rules_unparsed", "verified_tasks", "seconds"]
 # the second table: v_environment_quality per tool set (tasks worth training on)
-QUALITY = ["toolset", "verified_tasks", "distinct_sequences", "sequence_share", "writes_used", "writes_used_share",
+QUALITY = ["toolset", "verified_tasks", "distinct_sequences", "sequence_share", "writes_used", "writes_used_share", "pure_only",
            "median_calls", "reasoning_share", "start_rules", "dropped_unobservable", "dropped_out_of_domain",
            "dropped_near_duplicate"]
 

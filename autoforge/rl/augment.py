@@ -22,7 +22,7 @@ import random
 import re
 from typing import Any, Iterable
 
-from autoforge.tasks.instantiate import ADJ, FIRST, LAST, NOUN
+from autoforge.tasks.leaves import ADJ, FIRST, LAST, NOUN
 from autoforge.types import Episode, Message, Task, ToolCall
 
 # name-like words to draw from when a dialogue's own pools are used up (the task generator's names)
