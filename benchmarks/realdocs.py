@@ -1,6 +1,6 @@
 """The factory on real tool documentation: one fresh warehouse per tool set, offline backend.
 
-    .venv/bin/python benchmarks/realdocs.py [--corpus DIR] [--tasks-per-env 110] [--only NAME ...] [--json OUT]
+    .venv/bin/python benchmarks/realdocs.py [--corpus DIR] [--tasks-per-env 110] [--only NAME ...] [--json OUT] [--keep DIR]
 
 DIR is a folder of tool-set folders (one folder = one tool set, in any format ``autoforge ingest``
 reads), e.g. a checkout's copy of public projects' tool docs. Per tool set it prints: tools
@@ -30,14 +30,25 @@ from autoforge.domain.world_checks import FINDING_KINDS
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "realdocs"
 
 
-def measure(folder: Path, tasks_per_env: int, seed: int) -> dict:
+def measure(folder: Path, tasks_per_env: int, seed: int, keep: Path | None = None) -> dict:
+    if keep is not None:  # --keep DIR: one warehouse per tool set, left there to query
+        keep.mkdir(parents=True, exist_ok=True)
+        wh = str(keep / f"{folder.name}.duckdb")
+        for stale in (wh, wh + ".wal"):
+            if os.path.exists(stale):
+                os.remove(stale)
+        return _measure(folder, tasks_per_env, seed, wh)
+    with tempfile.TemporaryDirectory(prefix="af_realdocs_") as tmp:
+        return _measure(folder, tasks_per_env, seed, os.path.join(tmp, "w.duckdb"))
+
+
+def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
     from autoforge.errors import AutoforgeError
     from autoforge.pipeline import FactoryParams, run_factory
     from autoforge.types import EnvironmentRecord, Task, ToolCode, ToolGraph, ToolRule, ToolSet
     from autoforge.pipeline.admin import init_warehouse
     from autoforge.pipeline.corpus import records
 
-    wh = os.path.join(tempfile.mkdtemp(prefix="af_realdocs_"), "w.duckdb")
     init_warehouse(wh)
     row: dict = {"toolset": folder.name}
     t0 = time.perf_counter()
@@ -134,6 +145,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*", default=None, help="only these tool-set folder names")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep each tool set's warehouse as DIR/<name>.duckdb (default: a temporary one, removed)")
     args = ap.parse_args()
     if not args.corpus.is_dir():
         print(f"no corpus at {args.corpus}: give --corpus DIR (a folder of tool-set folders)", file=sys.stderr)
@@ -144,7 +157,7 @@ def main() -> int:
     print("environments (structure, links, rules)")
     print(_line({c: c for c in COLUMNS}, COLUMNS), flush=True)
     for folder in folders:
-        r = measure(folder, args.tasks_per_env, args.seed)
+        r = measure(folder, args.tasks_per_env, args.seed, args.keep)
         rows.append(r)
         print(_line(r, COLUMNS) + (f"  ERROR {r['error']}" if "error" in r else ""), flush=True)
     print("\ntask quality (v_environment_quality)")
