@@ -3,7 +3,7 @@
 -- way; verification checks each task's initial state (the records its gold run uses), gold
 -- arguments and gold writes, rejects a task holding a finding of a kind that rejects (check `world`)
 -- and stores the findings of every task it checks: a verified task holds only the kinds that do not
--- reject (nested_reference, format_mismatch). Rows are upserts by content (a re-check writes the
+-- reject (format_mismatch). Rows are upserts by content (a re-check writes the
 -- same ids); a task re-checked later keeps the rows it had.
 CREATE TABLE IF NOT EXISTS world_checks (
     check_id   VARCHAR PRIMARY KEY,  -- content hash of (env, task, kind, path, message)
