@@ -11,8 +11,8 @@ state (:func:`autoforge.envs.sample.sample_state`) and to every task's world
   at the parent, and every reference resolves (a dangling one is pointed at an existing record);
 * every id inside a record's nested objects and lists (:func:`nested_refs`: an order's
   ``items[0].product_id``, a user's ``payment_methods[0].payment_method_id``) names a record of
-  its collection: the record's own value of that key where it has one (a user's
-  ``profile.user_id`` is the user's id), else one of the records linked to it (the user's own
+  its collection: in a nested object (not a list's items) the record's own value of that key
+  where it has one (a user's ``profile.user_id`` is the user's id), else one of the records linked to it (the user's own
   payment methods) when there are any, else any record;
 * a total next to a list of priced items is the sum of price x quantity; a count of children
   (``item_count``, ``num_orders``) is the number of children; balances, stock and counts are not
@@ -116,7 +116,8 @@ def nested_refs(schema: StateSchema, coll: CollectionSpec) -> dict[str, str]:
 
 
 def _names_record(v: Any, table: Any) -> bool:
-    """Whether ``v`` is an id the ``table`` (a collection's records) holds; unset values count as fine."""
+    """Whether ``v`` is an id the ``table`` (a collection's records) holds; what cannot be an id
+    (unset, empty, a boolean, a float, a container) counts as fine, as the world check reads it."""
     if v is None or v == "" or isinstance(v, (bool, dict, list, float)):
         return True
     return not isinstance(table, dict) or str(v) in table
@@ -134,9 +135,10 @@ def _linked_keys(schema: StateSchema, owner: CollectionSpec, owner_key: str, tar
 
 def resolve_nested_ids(state: dict[str, dict[str, dict]], schema: StateSchema) -> None:
     """Point every id inside a record's nested objects and lists (:func:`nested_refs`) that names
-    no record at one that exists, in place. A key the record itself holds at its top level (its
-    own primary key, a reference field) takes the record's value when that resolves: the
-    ``profile.user_id`` of user U0001 is U0001. Others take, in turn, the records of the target
+    no record at one that exists, in place. In a nested object that is no list's item, a key the
+    record itself holds at its top level (its own primary key, a reference field) takes the
+    record's value when that resolves: the ``profile.user_id`` of user U0001 is U0001. Others
+    (a list's items: the legs of an itinerary are other flights) take, in turn, the records of the target
     collection linked to the owning record (its payment methods), else all of the target's."""
     by_name = {c.name: c for c in schema.collections}
     for coll in schema.collections:
