@@ -88,6 +88,18 @@ def test_empty_required_containers_in_the_state(path, value):
     assert "empty_container" in kinds(state_findings(SCHEMA, _bad(path, value)))
 
 
+def test_a_nested_bare_id_is_the_nested_objects_own_id_not_a_reference():
+    schema = StateSchema(collections=[CollectionSpec(name="pets", entity="pet", primary_key="id", id_prefix="", fields=[
+        FieldSpec(name="id"), FieldSpec(name="category", type="object", properties={"id": {"type": "integer"}})])])
+    state = {"pets": {"1": {"id": "1", "category": {"id": 7}}}}
+    assert [f for f in state_findings(schema, state) if f.kind == "nested_reference"] == []
+
+
+def test_a_nested_reference_rejects_a_task():
+    found = state_findings(SCHEMA, _bad(("orders", "O0001", "items"), [{"product_id": "P0777"}]))
+    assert [f.kind for f in rejecting(found)] == ["nested_reference"]
+
+
 @pytest.mark.parametrize("path, value, kind", [
     (("orders", "O0001", "quantity"), "2", "type_mismatch"),  # an integer field holding a string
     (("orders", "O0001", "quantity"), 2.5, "type_mismatch"),  # ... or a float
@@ -111,8 +123,9 @@ def test_a_format_template_in_a_description_is_the_format_of_temporal_fields_onl
 
 
 def test_a_kind_rejects_by_its_registry_flag(monkeypatch):
-    assert {"dangling_reference", "placeholder", "empty_container", "type_mismatch", "format_mismatch",
-            "write_outside_effect"} <= {k for k in FINDING_KINDS if rejects(k)}
+    assert {k for k in FINDING_KINDS if rejects(k)} == {"dangling_reference", "nested_reference", "placeholder",
+                                                        "empty_container", "type_mismatch", "format_mismatch",
+                                                        "write_outside_effect"}
     found = state_findings(SCHEMA, _bad(("orders", "O0001", "status"), "lost"))
     assert found and rejecting(found) == found and all(f.rejects for f in found)
     import dataclasses

@@ -16,6 +16,7 @@ import pytest
 
 from autoforge.domain.coherence import cohere, schema_links
 from autoforge.domain.tools import analyze_tool
+from autoforge.domain.world_checks import state_findings
 from autoforge.envs.runtime import run_direct
 from autoforge.envs.synthesis import synthesize_environment
 from autoforge.tooldocs import ingest_paths
@@ -181,6 +182,104 @@ def test_birth_dates_lie_in_the_past():
     schema = StateSchema(collections=[_coll("patients", "patient", ("date_of_birth", "string", None))])
     state = {"patients": {"P1": {"patient_id": "P1", "date_of_birth": "2025-06-01"}}}
     assert cohere(state, schema)["patients"]["P1"]["date_of_birth"] < "2025-01-15"
+
+
+# --------------------------------------------------------------------------- 2b. ids inside nested values
+
+def _nested_found(schema, state):
+    return [f for f in state_findings(schema, state) if f.kind == "nested_reference"]
+
+
+def test_nested_items_name_records_of_their_collection():
+    schema = StateSchema(collections=[
+        _coll("restaurants", "restaurant", ("items", "array", None)),
+        _coll("menu_items", "menu_item", ("price", "number", None))])
+    state = {"restaurants": {"R1": {"restaurant_id": "R1", "items": [{"menu_item_id": "MI0008", "qty": 1},
+                                                                     {"menu_item_id": "M1", "qty": 2}]}},
+             "menu_items": {"M1": {"menu_item_id": "M1", "price": 3.0}, "M2": {"menu_item_id": "M2", "price": 4.0}}}
+    assert _nested_found(schema, state)
+    cohere(state, schema)
+    items = state["restaurants"]["R1"]["items"]
+    assert items[0]["menu_item_id"] in ("M1", "M2") and items[1]["menu_item_id"] == "M1"  # a real one is kept
+    assert _nested_found(schema, state) == []
+
+
+def test_nested_ids_of_the_records_own_collection_name_other_records_in_a_list():
+    schema = StateSchema(collections=[_coll("flights", "flight", ("itineraries", "array", None))])
+    state = {"flights": {k: {"flight_id": k, "itineraries": [{"flights": [{"flight_id": "F0006"}, {"flight_id": "F0009"}]}]}
+                         for k in ("F1", "F2")}}
+    cohere(state, schema)
+    legs = [leg["flight_id"] for leg in state["flights"]["F1"]["itineraries"][0]["flights"]]
+    assert legs == ["F1", "F2"] and _nested_found(schema, state) == []
+
+
+def test_a_persons_nested_payment_methods_are_their_own():
+    schema = StateSchema(collections=[
+        _coll("users", "user", ("payment_methods", "array", None)),
+        _coll("payment_methods", "payment_method", ("user_id", "string", "users"))])
+    state = {"users": {"U1": {"user_id": "U1", "payment_methods": [{"payment_method_id": "PM0009", "source": "card"}]},
+                       "U2": {"user_id": "U2", "payment_methods": [{"payment_method_id": "PM0009", "source": "card"}]}},
+             "payment_methods": {"P1": {"payment_method_id": "P1", "user_id": "U2"},
+                                 "P2": {"payment_method_id": "P2", "user_id": "U1"}}}
+    cohere(state, schema)
+    assert state["users"]["U1"]["payment_methods"][0]["payment_method_id"] == "P2"
+    assert state["users"]["U2"]["payment_methods"][0]["payment_method_id"] == "P1"
+
+
+def test_a_nested_object_with_the_records_own_key_names_the_record():
+    schema = StateSchema(collections=[_coll("users", "user", ("profile", "object", None))])
+    state = {"users": {k: {"user_id": k, "profile": {"user_id": "Blue Orbit", "bio": "hi"}} for k in ("U1", "U2")}}
+    cohere(state, schema)
+    assert [r["profile"]["user_id"] for r in state["users"].values()] == ["U1", "U2"]
+
+
+def test_a_name_where_a_nested_reference_belongs_becomes_an_id():
+    schema = StateSchema(collections=[
+        _coll("users", "user", ("name", "string", None)),
+        _coll("messages", "message", ("receiver_id", "string", "users"), ("results", "array", None))])
+    state = {"users": {"U1": {"user_id": "U1", "name": "Ava"}, "U2": {"user_id": "U2", "name": "Liam"}},
+             "messages": {"M1": {"message_id": "M1", "receiver_id": "U2", "results": [{"receiver_id": "Urban Beacon"}]}}}
+    cohere(state, schema)
+    assert state["messages"]["M1"]["results"][0]["receiver_id"] in ("U1", "U2")
+    assert _nested_found(schema, state) == []
+
+
+def test_integer_ids_stay_integers_and_a_bare_nested_id_is_left_alone():
+    schema = StateSchema(collections=[
+        CollectionSpec(name="pets", entity="pet", primary_key="pet_id", id_prefix="", id_type="integer", fields=[
+            FieldSpec(name="pet_id", type="integer"), FieldSpec(name="tags", type="array")])])
+    state = {"pets": {"1": {"pet_id": 1, "tags": [{"id": 99, "pet_id": 42}]}, "2": {"pet_id": 2, "tags": []}}}
+    cohere(state, schema)
+    assert state["pets"]["1"]["tags"] == [{"id": 99, "pet_id": 1}]
+
+
+@pytest.mark.parametrize("description", [
+    "A dictionary keyed by booking_id where each value contains the booking details.",
+    "The bookings, indexed by the booking ID.",
+    "A map from booking_id to the booking's details.",
+])
+def test_an_output_keyed_by_an_id_is_a_mapping_of_those_records(tmp_path, description):
+    details = {"travel_date": {"type": "string"}, "travel_cost": {"type": "number"}}
+    env = _env(tmp_path, "trips", [
+        {**_tool("book_trip", "Book a trip.", {"travel_date": S}),
+         "output_schema": {"type": "object", "properties": {
+             "booking_id": S, "booking_history": {"type": "object", "description": "The booking history.",
+                                                  "properties": {"booking_id": S, **details}}}}},
+        {**_tool("get_booking_history", "Retrieve all booking history.", {}),
+         "output_schema": {"type": "object", "properties": {
+             "booking_history": {"type": "object", "description": description, "properties": details}}}},
+        _tool("cancel_booking", "Cancel a booking.", {"booking_id": S}),
+    ])
+    cols = {c.name: {f.name for f in c.fields} for c in env.environment.state_schema.collections}
+    assert {"booking_id", "travel_date", "travel_cost"} <= cols["bookings"]
+    assert "booking_history" not in cols["bookings"]  # the history is the bookings, not a field of one
+
+
+def test_an_object_of_additional_properties_is_a_mapping():
+    from autoforge.domain.outputs import keyed_by, keyed_values
+    mapping = {"type": "object", "additionalProperties": {"type": "object", "properties": {"price": {"type": "number"}}}}
+    assert keyed_by(mapping) == "" and keyed_values(mapping) is mapping["additionalProperties"]
+    assert keyed_by({"type": "object", "description": "The booking history.", "properties": {}}) is None
 
 
 # --------------------------------------------------------------------------- 3. writes do what the doc says

@@ -9,6 +9,11 @@ state (:func:`autoforge.envs.sample.sample_state`) and to every task's world
 
 * every id list that is the inverse of a scalar reference equals the set of children pointing
   at the parent, and every reference resolves (a dangling one is pointed at an existing record);
+* every id inside a record's nested objects and lists (:func:`nested_refs`: an order's
+  ``items[0].product_id``, a user's ``payment_methods[0].payment_method_id``) names a record of
+  its collection: in a nested object (not a list's items) the record's own value of that key
+  where it has one (a user's ``profile.user_id`` is the user's id), else one of the records linked to it (the user's own
+  payment methods) when there are any, else any record;
 * a total next to a list of priced items is the sum of price x quantity; a count of children
   (``item_count``, ``num_orders``) is the number of children; balances, stock and counts are not
   negative;
@@ -93,6 +98,89 @@ def realize_links(state: dict[str, dict[str, dict]], schema: StateSchema) -> Non
             mine = str(_id_of(pcoll, pkey))
             kids = [_id_of(ccoll, k) for k, r in children.items() if isinstance(r, dict) and str(r.get(link.back)) == mine]
             prec[link.listing] = sorted(kids, key=lambda v: (str(type(v)), v))
+
+
+# --------------------------------------------------------------------------- ids inside nested values
+
+MAX_NESTED_DEPTH = 4  # levels of nested objects and lists walked inside one record
+
+
+def nested_refs(schema: StateSchema, coll: CollectionSpec) -> dict[str, str]:
+    """Key names that name a record wherever they appear inside a record of ``coll``: every
+    collection's primary key, and ``coll``'s own scalar reference fields (a message's
+    ``receiver_id``). A bare ``id`` is no such name: inside a nested object it is that object's
+    own id (a pet's ``category.id``, its ``tags[0].id``)."""
+    out = {c.primary_key: c.name for c in schema.collections if c.primary_key != "id"}
+    out.update({f.name: f.ref for f in coll.fields if f.ref and f.type != "array" and f.name != "id"})
+    return out
+
+
+def _names_record(v: Any, table: Any) -> bool:
+    """Whether ``v`` is an id the ``table`` (a collection's records) holds; what cannot be an id
+    (unset, empty, a boolean, a float, a container) counts as fine, as the world check reads it."""
+    if v is None or v == "" or isinstance(v, (bool, dict, list, float)):
+        return True
+    return not isinstance(table, dict) or str(v) in table
+
+
+def _linked_keys(schema: StateSchema, owner: CollectionSpec, owner_key: str, target: str, table: dict) -> list[str]:
+    """The keys of ``target`` records whose scalar reference names the ``owner`` record (a user's
+    payment methods); empty when ``target`` has no such reference or none points at it."""
+    tcoll = next((c for c in schema.collections if c.name == target), None)
+    backs = [f.name for f in (tcoll.fields if tcoll else []) if f.ref == owner.name and f.type != "array"
+             and f.name != tcoll.primary_key]
+    mine = str(_id_of(owner, owner_key))
+    return sorted(k for k, r in table.items() if isinstance(r, dict) and any(str(r.get(b)) == mine for b in backs))
+
+
+def resolve_nested_ids(state: dict[str, dict[str, dict]], schema: StateSchema) -> None:
+    """Point every id inside a record's nested objects and lists (:func:`nested_refs`) that names
+    no record at one that exists, in place. In a nested object that is no list's item, a key the
+    record itself holds at its top level (its own primary key, a reference field) takes the
+    record's value when that resolves: the ``profile.user_id`` of user U0001 is U0001. Others
+    (a list's items: the legs of an itinerary are other flights) take, in turn, the records of the target
+    collection linked to the owning record (its payment methods), else all of the target's."""
+    by_name = {c.name: c for c in schema.collections}
+    for coll in schema.collections:
+        table = state.get(coll.name)
+        if not isinstance(table, dict):
+            continue
+        refs = nested_refs(schema, coll)
+        for key, rec in sorted(table.items()):
+            if not isinstance(rec, dict):
+                continue
+            turns: dict[str, int] = {}
+
+            def pick(k: str, target: str, in_list: bool) -> Any:
+                ttable = state[target]
+                own = rec.get(k)
+                if not in_list and isinstance(own, (str, int)) and not isinstance(own, bool) and str(own) in ttable:
+                    return own
+                pool = _linked_keys(schema, coll, key, target, ttable) or sorted(ttable)
+                n = turns.get(target, 0)
+                turns[target] = n + 1
+                return _id_of(by_name[target], pool[n % len(pool)])
+
+            def walk(value: Any, depth: int, in_list: bool) -> None:
+                if depth > MAX_NESTED_DEPTH:
+                    return
+                if isinstance(value, list):
+                    for item in value:
+                        walk(item, depth + 1, True)
+                    return
+                if not isinstance(value, dict):
+                    return
+                for k, v in value.items():
+                    target = refs.get(k)
+                    if isinstance(v, (dict, list)):
+                        walk(v, depth + 1, in_list)
+                    elif target and isinstance(state.get(target), dict) and state[target] \
+                            and not _names_record(v, state[target]):
+                        value[k] = pick(k, target, in_list)
+
+            for v in rec.values():
+                if isinstance(v, (dict, list)):
+                    walk(v, 0, False)
 
 
 # --------------------------------------------------------------------------- derived numbers
@@ -237,9 +325,10 @@ def _order_dates(rec: dict) -> None:
 
 
 def cohere(state: dict[str, dict[str, dict]], schema: StateSchema) -> dict[str, dict[str, dict]]:
-    """``state`` made into one coherent world (in place, and returned): links both ways, derived
-    numbers, dates in order."""
+    """``state`` made into one coherent world (in place, and returned): links both ways, nested
+    ids that resolve, derived numbers, dates in order."""
     realize_links(state, schema)
+    resolve_nested_ids(state, schema)
     totals, counts = _child_totals(state, schema)
     for c in schema.collections:
         table = state.get(c.name)

@@ -8,6 +8,11 @@ field names it lists (snake_case, ``<entity>_id`` for "its id") with a JSON type
 words ("price" a number, "seats left" an integer, "whether they have a monitor" a boolean), and
 the phrases that name other records ("the books it contains", "its desk"), which state inference
 (:mod:`autoforge.domain.state`) turns into references when the tool set has such an entity.
+
+An output object may also be a mapping of records rather than one record: "A dictionary keyed by
+booking_id where each value contains the booking details", "a map from order ID to order", or an
+object whose ``additionalProperties`` give the values' schema. :func:`keyed_by` reads the key
+such an object is keyed by and :func:`keyed_values` the schema of its values.
 """
 
 from __future__ import annotations
@@ -47,6 +52,39 @@ MONEY_WORDS = {"price", "total", "fare", "balance", "amount", "cost", "fee", "fe
 DATE_WORDS = {"date", "deadline", "birthday", "dob", "due"}
 LIST_WORDS = {"items", "ingredients", "tags", "lines", "entries", "instruments", "prerequisites", "attendees",
               "participants", "passengers", "steps", "skills", "labels", "amenities", "features", "languages"}
+
+
+# "keyed by booking_id", "indexed by the order ID", "a dictionary/map/mapping from user_id to ...".
+_KEY_NAME = r"[`'\"]?(?P<key>[A-Za-z][A-Za-z0-9_]*(?:\s+(?:id|ID|Id|key|name|code))?)[`'\"]?"
+_KEYED_BY = re.compile(rf"\b(?:keyed|indexed)\s+by\s+(?:the\s+|their\s+|its\s+|each\s+)?{_KEY_NAME}")
+_MAP_FROM = re.compile(rf"\b(?:dictionary|dict|map|mapping|object)\s+(?:from|of)\s+(?:the\s+|each\s+)?{_KEY_NAME}\s+to\b",
+                       re.I)
+
+
+def keyed_by(schema: object) -> str | None:
+    """The key (snake_case) an output object of records is keyed by, from its description ("keyed
+    by booking_id", "indexed by the order ID" -> ``order_id``, "a map from user_id to ..."); ``""``
+    for an object whose values share one object schema (``additionalProperties``) but whose
+    description names no key; None for a plain object (one record, its fields as properties)."""
+    if not isinstance(schema, dict) or schema.get("type") not in ("object", None):
+        return None
+    desc = schema.get("description") if isinstance(schema.get("description"), str) else ""
+    m = _KEYED_BY.search(desc) or _MAP_FROM.search(desc)
+    if m:
+        return nm.snake(m.group("key"))
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict) and (extra.get("properties") or extra.get("type") == "object") and not schema.get("properties"):
+        return ""
+    return None
+
+
+def keyed_values(schema: dict) -> dict:
+    """The schema of one value of a :func:`keyed_by` mapping: its ``additionalProperties`` object
+    when given, else the properties it lists (the docs describe one value's fields)."""
+    extra = schema.get("additionalProperties")
+    if isinstance(extra, dict) and (extra.get("properties") or extra.get("type") == "object"):
+        return extra
+    return {"type": "object", "properties": schema.get("properties") or {}}
 
 
 @dataclass

@@ -32,7 +32,7 @@ from autoforge.domain import words as nm
 from autoforge.domain.entities import id_aliases, plan_tools
 from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_field, suffix_field
 from autoforge.domain.ids import ROLE_PEOPLE, documented_id_style, id_param_entity, id_pattern, walk_ids
-from autoforge.domain.outputs import prose_output
+from autoforge.domain.outputs import keyed_by, keyed_values, prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
 from autoforge.domain.tool_kinds import tool_kind
@@ -54,6 +54,27 @@ class _Builder:
         self.id_votes: dict[str, Counter] = {}  # entity -> JSON types its ids are documented with
         self.patterned: set[str | None] = set()  # entities with a documented id pattern (not only an example)
         self.prose_lists: set[str] = set()  # ``<entity>_ids`` fields read from a returns sentence only
+        # output properties some tool documents as a mapping of records ("booking_history: a dictionary
+        # keyed by booking_id"): property name -> the entity of its values (see :meth:`note_mappings`)
+        self.mappings: dict[str, str] = {}
+
+    def note_mappings(self, schema: Any, depth: int = 0) -> None:
+        """Note every property of an output schema that is a mapping of records keyed by an id
+        (:func:`~autoforge.domain.outputs.keyed_by`): its values are records of that id's entity,
+        wherever a tool of the set shows the property."""
+        s = unwrap(schema) if isinstance(schema, dict) else {}
+        if depth > 4 or not s:
+            return
+        if json_type(s) == "array":
+            self.note_mappings(s.get("items"), depth + 1)
+            return
+        for k, v in props(s).items():
+            v = unwrap(v) if isinstance(v, dict) else {}
+            key = keyed_by(v)
+            e = id_param_entity(key, self.aliases) if key else None
+            if e:
+                self.mappings[nm.snake(k)] = e
+            self.note_mappings(v, depth + 1)
 
     def coll(self, entity: str) -> CollectionDraft:
         if entity not in self.colls:
@@ -126,6 +147,12 @@ class _Builder:
         for k, v in properties.items():
             v = unwrap(v) if isinstance(v, dict) else {}
             name = f"{entity}_id" if k == "id" else nm.snake(k)
+            if name in self.mappings and json_type(v) in ("object", None):
+                # a mapping of records (keyed by their id): its values are records of their own
+                # entity, not a nested object of this one (one value's fields where a tool shows one)
+                self.harvest(keyed_values(v) if keyed_by(v) is not None else v, self.mappings[name], depth + 1,
+                             follow=False)
+                continue
             c.add(name, v)
             if json_type(v) == "array":
                 item = unwrap(v.get("items"))
@@ -231,7 +258,9 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
                 b.note_id(e, ps)
             elif nm.snake(p) == "id":
                 b.note_id(plan.entity, ps)
-    # 2. fields from output schemas (the most complete picture of a record)
+    # 2. fields from output schemas (the most complete picture of a record); mappings of records first
+    for spec in specs:
+        b.note_mappings(spec.output_schema)
     for spec in specs:
         plan = plans[spec.name]
         # a delete reports what it removed (delete_message -> {receiver_id, ...}): the message's fields,

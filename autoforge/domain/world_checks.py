@@ -6,7 +6,8 @@ checks name every :class:`Finding` (kind, path, value, message) of the kinds in
 :data:`FINDING_KINDS`:
 
 * ``dangling_reference``: a reference field, or a list of ids, names a record the state lacks;
-  ``nested_reference``: an id inside a nested object does (``items[0].product_id``);
+  ``nested_reference``: an id inside a nested object does (``items[0].product_id``; the key names
+  of :func:`autoforge.domain.coherence.nested_refs`, which the sample worlds resolve);
 * ``placeholder``: a documentation hint instead of a value (``YYYY-MM-DD``, ``string``, ``<id>``;
   :mod:`autoforge.domain.placeholders` judges each value), or an empty required argument;
 * ``empty_container``: ``{}`` or ``[]`` where content is required (a required argument, a nested
@@ -20,8 +21,8 @@ checks name every :class:`Finding` (kind, path, value, message) of the kinds in
   that neither the tool's parameters and arguments, its name, its description nor its plan
   (kind and main collection, :class:`autoforge.types.ToolCode`) names.
 
-Every kind is stored; the kinds that ``rejects`` (all but ``nested_reference`` and
-``format_mismatch``) make verification reject a task. Functions are pure: the stage code
+Every kind is stored; the kinds that ``rejects`` (all but ``format_mismatch``) make
+verification reject a task. Functions are pure: the stage code
 (environment synthesis, verification) runs the calls and hands the states in. Unbound ids in gold calls are the ``ids_bound`` verification check's.
 """
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Iterable, Iterator
 
+from autoforge.domain.coherence import nested_refs
 from autoforge.domain.ids import id_key, id_value
 from autoforge.domain.keys import key_canon, name_tokens, param_schemas, required_params
 from autoforge.domain import words as nm
@@ -57,7 +59,7 @@ class FindingKind:
 FINDING_KINDS: dict[str, FindingKind] = {k.name: k for k in (
     FindingKind("dangling_reference", "a reference field or a list of ids names a record that does not exist"),
     FindingKind("nested_reference", "an id inside a record's nested object or list (an order's items[0].product_id) "
-                                    "names a record that does not exist", rejects=False),
+                                    "names a record that does not exist"),
     FindingKind("placeholder", "a documentation hint instead of a value (a format template, a type name, an e.g. "
                                "phrase, a <slot>, xxx, TBD), or an empty required argument"),
     FindingKind("empty_container", "an empty object or list where content is required"),
@@ -272,7 +274,7 @@ def state_findings(schema: StateSchema, state: dict[str, Any], where: str = "",
             out.append(Finding("type_mismatch", f"{pre}{coll.name}", table, "a collection must map ids to records"))
             continue
         allowed = [v for f in coll.fields for v in (f.enum or [])]
-        nested = _nested_refs(schema, coll)
+        nested = nested_refs(schema, coll)
         for key, rec in table.items():
             if records is not None and (coll.name, key) not in records:
                 continue
@@ -315,14 +317,6 @@ def _record_findings(coll: CollectionSpec, key: str, rec: dict, state: dict, bas
                 if isinstance(x, (str, int)) and not isinstance(x, bool) and x != "" and (
                         not isinstance(target, dict) or id_key(x) not in target):
                     yield Finding("dangling_reference", path, x, f"names {ref} {x!r}, which the state does not hold")
-
-
-def _nested_refs(schema: StateSchema, coll: CollectionSpec) -> dict[str, str]:
-    """Key names that name a record wherever they appear inside a record of ``coll``: every
-    collection's primary key, and ``coll``'s own reference fields (a message's ``receiver_id``)."""
-    out = {c.primary_key: c.name for c in schema.collections}
-    out.update({f.name: ref for f in coll.fields if (ref := _ref_of(f)) and f.type != "array"})
-    return out
 
 
 def _nested_findings(value: Any, refs: dict[str, str], state: dict, path: str, depth: int = 0) -> Iterator[Finding]:

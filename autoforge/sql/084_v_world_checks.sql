@@ -53,7 +53,7 @@ SELECT
     coalesce(k.n_verified, 0) AS verified_with_rejecting_findings,         -- verified tasks with a finding of a kind that rejects (0 when consistent)
     coalesce(k.n, 0) AS task_findings,                                     -- findings over its tasks
     coalesce(k.dangling_reference, 0) AS tasks_dangling_reference,         -- in initial states (rejects)
-    coalesce(k.nested_reference, 0) AS tasks_nested_reference,             -- in initial states (stored, keeps the task)
+    coalesce(k.nested_reference, 0) AS tasks_nested_reference,             -- in initial states (rejects)
     coalesce(k.placeholder, 0) AS tasks_placeholder,                       -- in initial states and gold arguments (rejects)
     coalesce(k.empty_container, 0) AS tasks_empty_container,               -- in initial states and gold arguments (rejects)
     coalesce(k.type_mismatch, 0) AS tasks_type_mismatch,                   -- in initial states and gold arguments (rejects)
