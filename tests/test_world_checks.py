@@ -290,3 +290,17 @@ def test_the_warehouse_holds_the_findings_after_synthesis_and_verification(wareh
     (row,) = synthesize.world_check_rows(warehouse)
     assert (row["tasks_with_findings"], row["rejected_with_findings"], row["verified_with_rejecting_findings"],
             row["task_kinds"]) == (1, 1, 0, {"dangling_reference": 1})
+
+
+def test_a_sample_value_fills_a_required_list():
+    """An option group's required ``choices`` (a list of strings) is never ``[]`` in a sample value;
+    an optional list may stay empty."""
+    from autoforge.envs.sample import value_for
+
+    group = {"type": "object", "required": ["name", "choices"],
+             "properties": {"name": {"type": "string"}, "choices": {"type": "array", "items": {"type": "string"}},
+                            "notes": {"type": "array", "items": {"type": "string"}}}}
+    for i in range(3):
+        v = value_for(group, "option", i, {})
+        assert v["choices"] and all(isinstance(c, str) and c for c in v["choices"]), v
+        assert v["notes"] == []

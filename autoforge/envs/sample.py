@@ -111,7 +111,13 @@ def value_for(schema: dict, name: str, i: int, ids: dict[str, list[str]], coll: 
         props = schema.get("properties") or {}
         if not props:
             return _named_object(name, i)
-        return {k: value_for(v if isinstance(v, dict) else {}, k, i, ids, coll, _depth + 1) for k, v in props.items()}
+        out = {k: value_for(v if isinstance(v, dict) else {}, k, i, ids, coll, _depth + 1) for k, v in props.items()}
+        required = schema.get("required") if isinstance(schema.get("required"), list) else []
+        for k in required:  # a required list holds something (an option group's choices), never []
+            sub = props.get(k)
+            if out.get(k) == [] and isinstance(sub, dict) and isinstance(sub.get("items"), dict) and sub["items"]:
+                out[k] = value_for({**sub, "minItems": max(1, _count(sub.get("minItems")))}, k, i, ids, coll, _depth + 1)
+        return out
     if typ == "array":
         items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
         n = max(_count(schema.get("minItems")), 1 if (items.get("properties") or items.get("type") == "object"
