@@ -121,7 +121,7 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     if dag.answer is not None:
         return _answer_task(env, tools, dag, runtime, rng, world, facts, test_fraction=test_fraction, batch_id=batch_id,
                             run_id=run_id)
-    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts))
+    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts, dag))
     change = state_change(world, run.final_state)
     if not change:
         raise DagExecutionError("no_state_change", "the gold run leaves the state as it was")
@@ -162,7 +162,7 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
     """An answer task (read-only DAG): S* == S, and the last read's output is the gold answer."""
     from autoforge.tasks.answers import ComputeChooser, answer_given_away, answer_request, gold_answer
 
-    run = run_dag(runtime, dag, world, facts, chooser=ComputeChooser(tools, rng, FactChooser(env, tools, rng, facts)))
+    run = run_dag(runtime, dag, world, facts, chooser=ComputeChooser(tools, rng, FactChooser(env, tools, rng, facts, dag)))
     if state_change(world, run.final_state):
         raise DagExecutionError("changes_state", "an answer task's reads changed the state")
     why = check_args_in_domain(run.calls, tools, TODAY)

@@ -28,6 +28,7 @@ from collections import Counter
 from datetime import date, timedelta
 from typing import Any
 
+from autoforge.dags.gates import feeding_write
 from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
@@ -37,7 +38,7 @@ from autoforge.domain.ids import free_key, id_key, id_value, is_integer_ids, MAX
 from autoforge.envs.sample import MAX_ITEMS
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.tooldocs.schema import documented_pattern
-from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
+from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, TaskDag, ToolCode
 
 FIRST = ["Ava", "Liam", "Noah", "Mia", "Ethan", "Sofia", "Lucas", "Emma", "Omar", "Yuki", "Priya", "Mateo"]
 LAST = ["Chen", "Cheng", "Garcia", "Novak", "Okafor", "Silva", "Kim", "Kimura", "Patel", "Rossi", "Haddad", "Moreau"]
@@ -409,8 +410,9 @@ class FactChooser:
     """Fills user facts during the gold run (a ``Chooser`` for :func:`run_dag`)."""
 
     def __init__(self, env: EnvironmentRecord, tools: dict[str, ToolCode], rng: random.Random,
-                 facts: dict[str, Any] | None = None):
+                 facts: dict[str, Any] | None = None, dag: TaskDag | None = None):
         self.env, self.tools, self.rng = env, tools, rng
+        self.dag = dag  # the DAG being run: a read's record is one the write it feeds accepts (:meth:`gated_by_write`)
         self.facts = facts if facts is not None else {}  # the facts chosen so far (the run's dict, filled in place)
         self.used: dict[str, list] = {}  # parameter (or reasoning field) -> values its facts took
         self.gen = ValueGen(env, rng)
@@ -480,6 +482,12 @@ class FactChooser:
                 live = self.live(owner, state)
                 mine = [i for i in mine if i in live] or ([] if any(i in live for i in ids) else mine)
                 ids = [i for i in ids if i in live] or ids
+            elif owner is not None and tool.effect == "read":
+                # get_order(order_id) feeding cancel_order: an order the cancel accepts (not a delivered one)
+                gated = self.gated_by_write(node, owner, state)
+                if gated is not None:
+                    mine = [i for i in mine if i in gated] or ([] if any(i in gated for i in ids) else mine)
+                    ids = [i for i in ids if i in gated] or ids
             pool = mine or ids
             current = self.current_value(tool, coll, karg, args, state)
             if current is not None:  # transfer_employee(department_id): another department than the one they are in
@@ -502,6 +510,12 @@ class FactChooser:
         table = state.get(coll.name) or {}
         return {id_value(coll, k) for k, r in table.items()
                 if not allowed or (isinstance(r, dict) and repr(r.get("status")) in allowed)}
+
+    def gated_by_write(self, node: DagNode, coll: CollectionSpec, state: dict) -> set[Any] | None:
+        """Ids of ``coll`` records the write that takes its record from ``node`` accepts (:meth:`passes_gate`;
+        :func:`autoforge.dags.gates.feeding_write`); None when no write does."""
+        w = feeding_write(self.dag, node.node_id, coll.name, coll.primary_key, self.tools) if self.dag else None
+        return self.passes_gate(w, coll, state) if w is not None else None
 
     def inside(self, tool: ToolCode, coll: CollectionSpec, args: dict, state: dict) -> set[Any]:
         """Ids of ``coll`` records that sit in the parents the write's arguments already name (the
@@ -633,6 +647,9 @@ class FactChooser:
             unique = [r for r in records if counts[combo(r)] == 1]
             if not unique:
                 raise DagExecutionError("ambiguous_lookup", f"no {coll.entity} has a unique {fields}", node.node_id)
+            gated = self.gated_by_write(node, coll, state)  # find_order(number) feeding a cancel: a cancellable one
+            if gated is not None:
+                unique = [r for r in unique if r.get(coll.primary_key) in gated] or unique
             me = self.me.get(coll.name) if coll.entity in PERSON else None
             if me is not None and any(r.get(coll.primary_key) == me.get(coll.primary_key) for r in unique):
                 self.targets[node.node_id] = me
