@@ -127,3 +127,16 @@ def test_a_read_feeding_a_write_picks_a_record_the_write_accepts(desk):
     picks = {FactChooser(env, by, random.Random(seed), {})(dag.nodes[0], "reservation_id", {}, _State(state))
              for seed in range(12)}
     assert len(picks) > 1
+
+
+def test_a_write_few_dags_hold_gets_a_turn_first():
+    from autoforge.tasks.generate import coverage_first
+
+    def dag(i, *tools):
+        return TaskDag(dag_id=f"d{i}", env_id="e", edges=[], nodes=[DagNode(node_id=f"n{j}", kind="tool", tool=t)
+                                                                     for j, t in enumerate(tools)])
+
+    cycle = [dag(0, "get", "edit"), dag(1, "get", "edit"), dag(2, "get", "close"), dag(3, "edit"), dag(4, "login", "edit")]
+    out = coverage_first(cycle, {"edit", "close", "login"})
+    assert [d.dag_id for d in out] == ["d0", "d2", "d4", "d1", "d3"]
+    assert coverage_first(cycle, set()) == cycle
