@@ -140,3 +140,26 @@ def test_a_write_few_dags_hold_gets_a_turn_first():
     out = coverage_first(cycle, {"edit", "close", "login"})
     assert [d.dag_id for d in out] == ["d0", "d2", "d4", "d1", "d3"]
     assert coverage_first(cycle, set()) == cycle
+
+
+def test_a_find_feeding_a_write_through_a_read_singles_out_a_record_the_write_accepts(desk):
+    env, tools = desk
+    by = {t.name: t for t in tools}
+    state = json.loads(json.dumps(env.sample_state))
+    table = state["reservations"]
+    ids = sorted(table)
+    for i, k in enumerate(ids):
+        table[k]["status"] = "confirmed" if i == 2 else "checked_in"
+        table[k]["date"] = f"2025-06-{i + 1:02d}"
+    items = [table[k] for k in ids]
+    find = DagNode(node_id="r0", kind="reasoning", op="find", params={"field": "date"},
+                   args={"value": ArgSource(kind="user", fact="date")})
+    dag = TaskDag(dag_id="d", env_id=env.env_id, edges=[("r0", "n1"), ("n1", "n2")], nodes=[
+        find,
+        DagNode(node_id="n1", kind="tool", tool="get_reservation",
+                args={"reservation_id": ArgSource(kind="node", node="r0", path="reservation_id")}),
+        DagNode(node_id="n2", kind="tool", tool="check_in",
+                args={"reservation_id": ArgSource(kind="node", node="n1", path="reservation_id")})])
+    for seed in range(8):
+        chooser = FactChooser(env, by, random.Random(seed), {}, dag)
+        assert chooser(find, "value", {"items": items}, _State(state)) == "2025-06-03"

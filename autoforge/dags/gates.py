@@ -123,12 +123,18 @@ def gate_break(names: list[str], tools: dict[str, ToolCode], known: dict[str, Ga
 
 def feeding_write(dag: TaskDag, node_id: str, collection: str, key: str, tools: dict[str, ToolCode]) -> ToolCode | None:
     """The first write on ``collection`` in ``dag`` whose record id is ``node_id``'s output ``key``
-    (``get_order`` -> ``cancel_order(order_id)``): the write whose gate the read's record must pass."""
+    (``get_order`` -> ``cancel_order(order_id)``), also through reads that pass the id on (a find
+    over the orders -> ``get_order`` -> ``cancel_order``): the write whose gate the record must pass."""
+    carrying = {node_id}
     for n in dag.nodes:
         t = tools.get(n.tool or "") if n.kind == "tool" else None
-        if t is not None and t.effect == "write" and t.collection == collection and any(
-                a.kind == "node" and a.node == node_id and (a.path or "").rsplit(".", 1)[-1] == key for a in n.args.values()):
+        if t is None or not any(a.kind == "node" and a.node in carrying and (a.path or "").rsplit(".", 1)[-1] == key
+                                for a in n.args.values()):
+            continue
+        if t.effect == "write" and t.collection == collection:
             return t
+        if t.effect == "read" and t.collection == collection:
+            carrying.add(n.node_id)
     return None
 
 

@@ -28,7 +28,7 @@ from collections import Counter
 from datetime import date, timedelta
 from typing import Any
 
-from autoforge.dags.gates import feeding_write
+from autoforge.dags.gates import feeding_write, gate_of
 from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
@@ -437,7 +437,7 @@ class FactChooser:
 
     def choose(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
         if node.kind == "reasoning":
-            return self.reasoning_value(node, args)
+            return self.reasoning_value(node, args, env.get_state())
         tool = self.tools[node.tool or ""]
         state = env.get_state()
         coll = self.colls.get(tool.collection or "")
@@ -577,17 +577,11 @@ class FactChooser:
         return self.rng.sample(fresh, want)
 
     def passes_gate(self, tool: ToolCode, coll: CollectionSpec, state: dict) -> set[Any]:
-        """Ids of ``coll`` records whose status the write's code accepts: the offline templates state
-        their status gate as ``record.get('status') not in [...]`` and ``== 'x'`` (already x); code
-        without such a gate accepts every record."""
-        allowed = _GATE_IN.search(tool.source or "")
-        done = set(_GATE_DONE.findall(tool.source or ""))
-        ok = set()
-        for rid, rec in (state.get(coll.name) or {}).items():
-            st = rec.get("status") if isinstance(rec, dict) else None
-            if (allowed is None or repr(st) in _listed(allowed.group(1))) and st not in done:
-                ok.add(id_value(coll, rid))
-        return ok
+        """Ids of ``coll`` records whose status the write's code accepts (:func:`autoforge.dags.gates.gate_of`:
+        the offline templates' ``not in [...]`` and ``== 'x'`` (already x)); code without a gate accepts every record."""
+        g = gate_of(tool)
+        return {id_value(coll, rid) for rid, rec in (state.get(coll.name) or {}).items()
+                if g is None or g.accepts(rec.get("status") if isinstance(rec, dict) else None)}
 
     def current_value(self, tool: ToolCode, coll: CollectionSpec | None, field: str, args: dict, state: dict) -> Any:
         """The value a write's target record holds now in the field ``field`` sets (None: not such a write)."""
@@ -618,10 +612,17 @@ class FactChooser:
                     out.append(id_value(coll, rid))
         return sorted(out)
 
-    def reasoning_value(self, node: DagNode, args: dict[str, Any]) -> Any:
+    def reasoning_value(self, node: DagNode, args: dict[str, Any], state: dict | None = None) -> Any:
         field = node.params.get("field")
-        items = args.get("items") or []
-        counts = Counter(x.get(field) for x in items if isinstance(x, dict) and x.get(field) is not None)
+        items = [x for x in args.get("items") or [] if isinstance(x, dict)]
+        # the item a find singles out feeds a write (find -> get_account -> close_account): one the write accepts
+        hit = next(((c, g) for c in self.colls.values() if node.op == "find" and items and state is not None and all(
+            c.primary_key in x for x in items) and (g := self.gated_by_write(node, c, state)) is not None), None)
+        if hit is not None:  # (where some value singles out such an item)
+            bad = {y.get(field) for y in items if y[hit[0].primary_key] not in hit[1]}
+            ok = [x for x in items if x.get(field) not in bad]
+            items = ok if 1 in Counter(x.get(field) for x in ok if x.get(field) is not None).values() else items
+        counts = Counter(x.get(field) for x in items if x.get(field) is not None)
         want = (lambda k: k == 1) if node.op == "find" else (lambda k: k >= 2)
         pool = sorted((v for v, k in counts.items() if want(k)), key=repr) or (
             sorted(counts, key=repr) if node.op == "filter" else [])
