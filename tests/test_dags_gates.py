@@ -106,15 +106,22 @@ class _State:
         return self.state
 
 
-def test_a_read_feeding_a_write_picks_a_record_the_write_accepts(desk):
-    env, tools = desk
-    by = {t.name: t for t in tools}
+def _one_confirmed(env, which):
+    """A copy of the sample state where only the ``which``-th reservation (in id order) is confirmed,
+    the others checked in; with its reservation table and sorted ids."""
     state = json.loads(json.dumps(env.sample_state))
     table = state["reservations"]
     ids = sorted(table)
-    assert len(ids) >= 3
+    assert len(ids) > which
     for i, k in enumerate(ids):
-        table[k]["status"] = "confirmed" if i == 1 else "checked_in"
+        table[k]["status"] = "confirmed" if i == which else "checked_in"
+    return state, table, ids
+
+
+def test_a_read_feeding_a_write_picks_a_record_the_write_accepts(desk):
+    env, tools = desk
+    by = {t.name: t for t in tools}
+    state, table, ids = _one_confirmed(env, 1)
     dag = TaskDag(dag_id="d", env_id=env.env_id, edges=[("n0", "n1")], nodes=[
         DagNode(node_id="n0", kind="tool", tool="get_reservation",
                 args={"reservation_id": ArgSource(kind="user", fact="reservation_id")}),
@@ -145,11 +152,8 @@ def test_a_write_few_dags_hold_gets_a_turn_first():
 def test_a_find_feeding_a_write_through_a_read_singles_out_a_record_the_write_accepts(desk):
     env, tools = desk
     by = {t.name: t for t in tools}
-    state = json.loads(json.dumps(env.sample_state))
-    table = state["reservations"]
-    ids = sorted(table)
+    state, table, ids = _one_confirmed(env, 2)
     for i, k in enumerate(ids):
-        table[k]["status"] = "confirmed" if i == 2 else "checked_in"
         table[k]["date"] = f"2025-06-{i + 1:02d}"
     items = [table[k] for k in ids]
     find = DagNode(node_id="r0", kind="reasoning", op="find", params={"field": "date"},
