@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Literal
 
 import networkx as nx
 
+from autoforge.dags.gates import gate_break, gates
 from autoforge.dags.graph import to_networkx
 from autoforge.domain.keys import is_key_param, key_fields, name_tokens, output_paths, param_schemas, required_params
 from autoforge.errors import ConfigError
@@ -67,8 +68,10 @@ def random_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int,
 
     Defaults (ours, docs/design.md#stage-3-tool-graph-walks-and-dags): start uniformly among ``start`` tools, the next tool
     uniformly among out-neighbours not yet visited, target length uniform in
-    [min_len, max_len], stop early at a sink; then cut reads after the last write. A walk
-    with no write or shorter than ``min_len`` is dropped; identical sequences are kept once.
+    [min_len, max_len], stop early at a sink; then cut the walk before a write whose status gate
+    the earlier writes on its record leave no way through (:func:`autoforge.dags.gates.gate_break`:
+    check-in after a cancel), and cut reads after the last write. A walk with no write or shorter
+    than ``min_len`` is dropped; identical sequences are kept once.
 
     ``goal="answer"``: walks over reads only (no cut): the last read's output answers the user
     (answer tasks, for tool sets where nothing changes state).
@@ -84,6 +87,7 @@ def random_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int,
     if not starts or n <= 0:
         return []
     rng = random.Random(seed)
+    known = gates(by_name.values())
     seen: set[tuple[str, ...]] = set()
     out: list[ToolSequence] = []
     for _ in range(max_attempts or n * 30):
@@ -97,7 +101,8 @@ def random_walks(graph: ToolGraph, tools: Iterable[ToolCode], n: int, seed: int,
                 break
             path.append(rng.choice(nxt))
         if goal == "state":
-            path = _trim(path, by_name)
+            cut = gate_break(path, by_name, known)
+            path = _trim(path if cut is None else path[:cut], by_name)
         key = tuple(path)
         if len(path) < min_len or key in seen:
             continue
@@ -203,10 +208,13 @@ def merge_sequences(seqs: list[ToolSequence], tools: Iterable[ToolCode], n: int,
 
     Pair choice (DEFAULT, the paper leaves it open): with probability ``prefer_shared`` a pair
     whose first tools read the same collection (so a lookup is shared and removed), else any
-    pair. Merges longer than ``max_len`` tools are skipped.
+    pair. Merges longer than ``max_len`` tools are skipped, and so are merges where a write of the
+    second walk cannot pass its status gate after the first walk's writes on its record
+    (:func:`autoforge.dags.gates.gate_break`: the first checks in what the second cancels).
     """
     tools = list(tools)
     by_name = {t.name: t for t in tools}
+    known = gates(tools)
     walks = [s for s in seqs if s.source == "walk"]
     if len(walks) < 2 or n <= 0:
         return []
@@ -222,7 +230,7 @@ def merge_sequences(seqs: list[ToolSequence], tools: Iterable[ToolCode], n: int,
         else:
             a, b = rng.sample(walks, 2)
         m, _ = merge_pair(a, b, tools, env=env)
-        if len(m.tools) > max_len or m.seq_id in seen:
+        if len(m.tools) > max_len or m.seq_id in seen or gate_break(m.tools, by_name, known) is not None:
             continue
         seen.add(m.seq_id)
         out.append(m)

@@ -121,7 +121,7 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     if dag.answer is not None:
         return _answer_task(env, tools, dag, runtime, rng, world, facts, test_fraction=test_fraction, batch_id=batch_id,
                             run_id=run_id)
-    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts))
+    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts, dag))
     change = state_change(world, run.final_state)
     if not change:
         raise DagExecutionError("no_state_change", "the gold run leaves the state as it was")
@@ -162,7 +162,7 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
     """An answer task (read-only DAG): S* == S, and the last read's output is the gold answer."""
     from autoforge.tasks.answers import ComputeChooser, answer_given_away, answer_request, gold_answer
 
-    run = run_dag(runtime, dag, world, facts, chooser=ComputeChooser(tools, rng, FactChooser(env, tools, rng, facts)))
+    run = run_dag(runtime, dag, world, facts, chooser=ComputeChooser(tools, rng, FactChooser(env, tools, rng, facts, dag)))
     if state_change(world, run.final_state):
         raise DagExecutionError("changes_state", "an answer task's reads changed the state")
     why = check_args_in_domain(run.calls, tools, TODAY)
@@ -194,6 +194,21 @@ def attempt_weight(dag: TaskDag) -> int:
     return max(1, min(3, n - 2))
 
 
+def coverage_first(cycle: list[TaskDag], writes: set[str]) -> list[TaskDag]:
+    """``cycle`` with, first, its first DAG holding each write tool no earlier one holds (in the
+    cycle's order), then the rest as they were: a write that few DAGs hold gets its turn before the
+    tasks run out (a login that two of 146 sequences hold, where the others fill the batch)."""
+    front: list[int] = []
+    covered: set[str] = set()
+    for i, d in enumerate(cycle):
+        new = {n.tool for n in d.nodes if n.kind == "tool" and n.tool in writes} - covered
+        if new:
+            front.append(i)
+            covered |= new
+    first = set(front)
+    return [cycle[i] for i in front] + [d for i, d in enumerate(cycle) if i not in first]
+
+
 def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list[TaskDag], seed: int, *,
                    n_tasks: int = 120, max_attempts: int | None = None, env_factory: EnvFactory | None = None,
                    client: Any = None, test_fraction: float = TEST_FRACTION, skip_ids: set[str] | None = None,
@@ -201,7 +216,8 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
                    proven_turns: int = PROVEN_TURNS) -> tuple[list[Task], list[Rejection]]:
     """Up to ``n_tasks`` tasks for one environment, instantiating its DAGs round-robin.
 
-    A round is every DAG :func:`attempt_weight` times, in an order shuffled by ``seed``; each
+    A round is every DAG :func:`attempt_weight` times, in an order shuffled by ``seed`` (the first DAG
+    of each write tool moved to the front, :func:`coverage_first`); each
     attempt has its own world seed. After each of these fresh turns, ``proven_turns`` turns go
     to DAGs that made a task on their last try (first come, first served; one that fails leaves
     the queue), so a DAG that instantiates well makes more tasks, up to its blueprint and
@@ -220,6 +236,7 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     dags = sorted((d for d in dags if d.env_id == env.env_id), key=lambda d: d.dag_id)
     cycle = [d for d in dags for _ in range(attempt_weight(d))]
     random.Random(seed).shuffle(cycle)
+    cycle = coverage_first(cycle, {t.name for t in mine if t.effect == "write"})
     tasks: dict[str, Task] = {}
     rejections: list[Rejection] = []
     if not cycle or n_tasks <= 0:

@@ -27,6 +27,7 @@ import re
 from collections import Counter
 from typing import Any
 
+from autoforge.dags.gates import feeding_write, gate_of
 from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
@@ -36,7 +37,7 @@ from autoforge.domain.ids import free_key, id_key, id_pattern, id_shape, id_valu
 from autoforge.envs.sample import MAX_ITEMS, fit_pattern
 from autoforge.tasks.leaves import FIRST, LAST, ValueGen, record_key, sample_value
 from autoforge.tasks.execute import DagExecutionError
-from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, ToolCode
+from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, TaskDag, ToolCode
 
 
 
@@ -314,8 +315,9 @@ class FactChooser:
     """Fills user facts during the gold run (a ``Chooser`` for :func:`run_dag`)."""
 
     def __init__(self, env: EnvironmentRecord, tools: dict[str, ToolCode], rng: random.Random,
-                 facts: dict[str, Any] | None = None):
+                 facts: dict[str, Any] | None = None, dag: TaskDag | None = None):
         self.env, self.tools, self.rng = env, tools, rng
+        self.dag = dag  # the DAG being run: a read's record is one the write it feeds accepts (:meth:`gated_by_write`)
         self.facts = facts if facts is not None else {}  # the facts chosen so far (the run's dict, filled in place)
         self.used: dict[str, list] = {}  # parameter (or reasoning field) -> values its facts took
         self.gen = ValueGen(env, rng)
@@ -340,7 +342,7 @@ class FactChooser:
 
     def choose(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
         if node.kind == "reasoning":
-            return self.reasoning_value(node, args)
+            return self.reasoning_value(node, args, env.get_state())
         tool = self.tools[node.tool or ""]
         state = env.get_state()
         coll = self.colls.get(tool.collection or "")
@@ -385,6 +387,12 @@ class FactChooser:
                 live = self.live(owner, state)
                 mine = [i for i in mine if i in live] or ([] if any(i in live for i in ids) else mine)
                 ids = [i for i in ids if i in live] or ids
+            elif owner is not None and tool.effect == "read":
+                # get_order(order_id) feeding cancel_order: an order the cancel accepts (not a delivered one)
+                gated = self.gated_by_write(node, owner, state)
+                if gated is not None:
+                    mine = [i for i in mine if i in gated] or ([] if any(i in gated for i in ids) else mine)
+                    ids = [i for i in ids if i in gated] or ids
             pool = mine or ids
             current = self.current_value(tool, coll, karg, args, state)
             if current is not None:  # transfer_employee(department_id): another department than the one they are in
@@ -407,6 +415,12 @@ class FactChooser:
         table = state.get(coll.name) or {}
         return {id_value(coll, k) for k, r in table.items()
                 if not allowed or (isinstance(r, dict) and repr(r.get("status")) in allowed)}
+
+    def gated_by_write(self, node: DagNode, coll: CollectionSpec, state: dict) -> set[Any] | None:
+        """Ids of ``coll`` records the write that takes its record from ``node`` accepts (:meth:`passes_gate`;
+        :func:`autoforge.dags.gates.feeding_write`); None when no write does."""
+        w = feeding_write(self.dag, node.node_id, coll.name, coll.primary_key, self.tools) if self.dag else None
+        return self.passes_gate(w, coll, state) if w is not None else None
 
     def inside(self, tool: ToolCode, coll: CollectionSpec, args: dict, state: dict) -> set[Any]:
         """Ids of ``coll`` records that sit in the parents the write's arguments already name (the
@@ -468,17 +482,11 @@ class FactChooser:
         return self.rng.sample(fresh, want)
 
     def passes_gate(self, tool: ToolCode, coll: CollectionSpec, state: dict) -> set[Any]:
-        """Ids of ``coll`` records whose status the write's code accepts: the offline templates state
-        their status gate as ``record.get('status') not in [...]`` and ``== 'x'`` (already x); code
-        without such a gate accepts every record."""
-        allowed = _GATE_IN.search(tool.source or "")
-        done = set(_GATE_DONE.findall(tool.source or ""))
-        ok = set()
-        for rid, rec in (state.get(coll.name) or {}).items():
-            st = rec.get("status") if isinstance(rec, dict) else None
-            if (allowed is None or repr(st) in _listed(allowed.group(1))) and st not in done:
-                ok.add(id_value(coll, rid))
-        return ok
+        """Ids of ``coll`` records whose status the write's code accepts (:func:`autoforge.dags.gates.gate_of`:
+        the offline templates' ``not in [...]`` and ``== 'x'`` (already x)); code without a gate accepts every record."""
+        g = gate_of(tool)
+        return {id_value(coll, rid) for rid, rec in (state.get(coll.name) or {}).items()
+                if g is None or g.accepts(rec.get("status") if isinstance(rec, dict) else None)}
 
     def current_value(self, tool: ToolCode, coll: CollectionSpec | None, field: str, args: dict, state: dict) -> Any:
         """The value a write's target record holds now in the field ``field`` sets (None: not such a write)."""
@@ -509,10 +517,17 @@ class FactChooser:
                     out.append(id_value(coll, rid))
         return sorted(out)
 
-    def reasoning_value(self, node: DagNode, args: dict[str, Any]) -> Any:
+    def reasoning_value(self, node: DagNode, args: dict[str, Any], state: dict | None = None) -> Any:
         field = node.params.get("field")
-        items = args.get("items") or []
-        counts = Counter(x.get(field) for x in items if isinstance(x, dict) and x.get(field) is not None)
+        items = [x for x in args.get("items") or [] if isinstance(x, dict)]
+        # the item a find singles out feeds a write (find -> get_account -> close_account): one the write accepts
+        hit = next(((c, g) for c in self.colls.values() if node.op == "find" and items and state is not None and all(
+            c.primary_key in x for x in items) and (g := self.gated_by_write(node, c, state)) is not None), None)
+        if hit is not None:  # (where some value singles out such an item)
+            bad = {y.get(field) for y in items if y[hit[0].primary_key] not in hit[1]}
+            ok = [x for x in items if x.get(field) not in bad]
+            items = ok if 1 in Counter(x.get(field) for x in ok if x.get(field) is not None).values() else items
+        counts = Counter(x.get(field) for x in items if x.get(field) is not None)
         want = (lambda k: k == 1) if node.op == "find" else (lambda k: k >= 2)
         pool = sorted((v for v, k in counts.items() if want(k)), key=repr) or (
             sorted(counts, key=repr) if node.op == "filter" else [])
@@ -538,6 +553,9 @@ class FactChooser:
             unique = [r for r in records if counts[combo(r)] == 1]
             if not unique:
                 raise DagExecutionError("ambiguous_lookup", f"no {coll.entity} has a unique {fields}", node.node_id)
+            gated = self.gated_by_write(node, coll, state)  # find_order(number) feeding a cancel: a cancellable one
+            if gated is not None:
+                unique = [r for r in unique if r.get(coll.primary_key) in gated] or unique
             me = self.me.get(coll.name) if coll.entity in PERSON else None
             if me is not None and any(r.get(coll.primary_key) == me.get(coll.primary_key) for r in unique):
                 self.targets[node.node_id] = me
