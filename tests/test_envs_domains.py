@@ -248,3 +248,14 @@ def test_task_worlds_keep_documented_patterns_and_nested_enums():
             assert re.fullmatch(r"[A-Z0-9]{4,12}", rec["promo_code"]), rec
             assert rec["card"]["kind"] == "credit_card" and rec["card"]["brand"] in card["brand"]["enum"], rec
             assert re.fullmatch(r"\d{4}", rec["card"]["last4"]), rec
+
+
+def test_departure_comes_before_arrival_in_dates_and_clock_times():
+    from autoforge.domain.values import order_pairs
+
+    assert order_pairs({"departure_time": "18:30", "arrival_time": "12:30"})["arrival_time"] == "20:30"
+    assert order_pairs({"departure_time": "23:00", "arrival_time": "07:10"})["arrival_time"] == "23:59"
+    assert order_pairs({"depart_date": "2025-03-02", "arrive_date": "2025-03-01"})["arrive_date"] > "2025-03-02"
+    assert order_pairs({"start_time": "09:00", "end_time": "10:00"}) == {"start_time": "09:00", "end_time": "10:00"}
+    assert order_pairs({"departure": "JFK", "arrival": "LAX"}) == {"departure": "JFK", "arrival": "LAX"}  # not times
+    assert order_pairs({"start_time": "09:00", "end_time": "2025-01-01"})["end_time"] == "2025-01-01"  # two shapes

@@ -32,7 +32,8 @@ BIRTH_FIRST, BIRTH_LAST = date(1950, 1, 1), date(2004, 12, 31)  # adults, born w
 # ``start`` -> ``end`` name pairs whose values must be ordered (dates, times, or numbers of the same kind)
 PAIR_WORDS = [("start", "end"), ("check_in", "check_out"), ("checkin", "checkout"), ("departure", "return"),
               ("depart", "return"), ("from", "to"), ("begin", "finish"), ("pickup", "dropoff"), ("pick_up", "drop_off"),
-              ("min", "max"), ("valid_from", "valid_to"), ("open", "close")]
+              ("min", "max"), ("valid_from", "valid_to"), ("open", "close"),
+              ("departure", "arrival"), ("depart", "arrive")]
 
 _QUOTED = re.compile(r"""['"`‘’“”]([^'"`‘’“”\n]{1,40})['"`‘’“”]""")
 _VOCAB_CUE = re.compile(r"\b(?:one of|options?|either|allowed|valid values?|possible values?|can be|must be|accepted|"
@@ -326,6 +327,9 @@ def _shift(value: Any, later_than: Any) -> Any:
     if isinstance(value, (int, float)) and isinstance(later_than, (int, float)) and not isinstance(value, bool):
         return type(value)(later_than + max(1, abs(later_than) * 0.1 if isinstance(value, float) else 1))
     if isinstance(value, str) and isinstance(later_than, str):
+        if _CLOCK.match(later_than):  # "18:30" -> "20:30" (the same day; a late start ends at 23:59)
+            minutes = min(int(later_than[:2]) * 60 + int(later_than[3:5]) + 120, 23 * 60 + 59)
+            return f"{minutes // 60:02d}:{minutes % 60:02d}" + later_than[5:]
         try:
             if len(later_than) == 10:
                 return (date.fromisoformat(later_than) + timedelta(days=2)).isoformat()
@@ -341,8 +345,13 @@ def _comparable(a: Any, b: Any) -> bool:
         return False
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
         return True
-    return isinstance(a, str) and isinstance(b, str) and bool(re.match(r"^\d{4}-\d{2}-\d{2}", a)) \
-        and bool(re.match(r"^\d{4}-\d{2}-\d{2}", b))
+    if not (isinstance(a, str) and isinstance(b, str)):
+        return False
+    return bool(re.match(r"^\d{4}-\d{2}-\d{2}", a) and re.match(r"^\d{4}-\d{2}-\d{2}", b)) \
+        or bool(_CLOCK.match(a) and _CLOCK.match(b) and len(a) == len(b))
+
+
+_CLOCK = re.compile(r"^(?:[01]\d|2[0-3]):[0-5]\d(?::[0-5]\d)?$")  # HH:MM or HH:MM:SS, as documented
 
 
 def order_pairs(values: dict[str, Any]) -> dict[str, Any]:
