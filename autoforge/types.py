@@ -184,7 +184,7 @@ class ToolSpec(Record):
 class ToolSet(Record):
     """A candidate environment: the tools of one documentation set."""
 
-    toolset_id: str  # content_id("toolset", name, sorted tool_ids)
+    toolset_id: str  # content_id("toolset", name, sorted tool_ids), plus the sorted policy_ids of its policy files
     name: str
     description: str = ""
     doc_ids: list[str] = Field(default_factory=list)
@@ -192,6 +192,22 @@ class ToolSet(Record):
     n_tools: int = 0
     kind: Literal["stateful", "stateless"] = "stateful"  # stateless: no tool can change state (math, web search)
     run_id: str | None = None
+
+
+class PolicyDoc(Record):
+    """One policy document of a tool set: a policy file beside its tool docs (``policy.md``, a file given
+    with ``--policy``) or policy text inside a tool doc (OpenAPI ``info.description`` / tag descriptions,
+    an MCP result's ``instructions``). Stored as read; its rules are not enforced yet (issue 33)."""
+
+    policy_id: str  # content_id("policy", toolset, source, sha256)
+    toolset: str  # name of the tool set it governs
+    toolset_id: str | None = None  # None: its folder defines no tool
+    source: str  # the file (as recorded in tool_docs.path), "<file>#<location>" for text inside a tool doc
+    sha256: str  # of text
+    text: str
+    n_chars: int
+    run_id: str | None = None
+    ingested_at: datetime = Field(default_factory=utcnow)
 
 
 # --------------------------------------------------------------------------- stage 2: environments

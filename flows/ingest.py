@@ -50,7 +50,7 @@ def ingest_flow(params: stage.IngestParams, warehouse: str | None, batch_id: str
     rows = stage.toolset_rows(result)
     create_table_artifact(
         key="ingest-toolsets",
-        table=rows or [{"toolset": "(none)", "docs": 0, "tools": 0, "read": 0, "write": 0, "unknown": 0}],
+        table=rows or [{"toolset": "(none)", "docs": 0, "policies": 0, "tools": 0, "read": 0, "write": 0, "unknown": 0}],
         description=f"Tool sets ingested by run {run.run_id}: {counts['tools']} tools, {counts['rejected']} rejected documents",
     )
     logger.info("ingested %d tool sets, %d tools; %d documents rejected", counts["toolsets"], counts["tools"], counts["rejected"])

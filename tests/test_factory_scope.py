@@ -113,7 +113,8 @@ def test_the_default_batch_id_is_the_one_it_had_before_scoping():
     from autoforge.types import content_id
 
     p = FactoryParams()
-    assert p.batch_id() == content_id("batch", p.model_dump(exclude={"warehouse", "all_dags", "all_toolsets"}))
+    assert p.batch_id() == content_id("batch", p.model_dump(exclude={"warehouse", "all_dags", "all_toolsets", "policy"}))
     assert FactoryParams(all_toolsets=True).batch_id() != p.batch_id()
+    assert FactoryParams(policy=["rules.md"]).batch_id() != p.batch_id()  # issue 33: a policy file is another batch
     assert p.stage_params()["sample"].toolset_ids == p.scope() and len(p.scope()) == len(p.docs().toolsets)
     assert FactoryParams(all_toolsets=True).stage_params()["verify"].toolset_ids is None

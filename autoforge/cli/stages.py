@@ -17,11 +17,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     if not args.paths and not args.bundled:
         raise AutoforgeError("give one or more PATHs (files or folders) or --bundled")
-    summary = run_ingest(wh(args), paths=args.paths, bundled=args.bundled)
+    summary = run_ingest(wh(args), paths=args.paths, bundled=args.bundled, policy=args.policy)
     print_rows(summary["toolsets"], title="ingested tool sets")
     for err in summary["errors"]:
         print(f"rejected: {err}", file=sys.stderr)
-    print(f"{summary['n_toolsets']} tool sets, {summary['n_tools']} tools, {summary['n_rejected']} document(s) rejected")
+    print(f"{summary['n_toolsets']} tool sets, {summary['n_tools']} tools, {summary['n_policies']} policy document(s), "
+          f"{summary['n_rejected']} document(s) rejected")
     return 1 if summary["n_rejected"] else 0
 
 
@@ -76,7 +77,7 @@ def _factory_params(args: argparse.Namespace, bundled: bool):
     return FactoryParams(
         backend=args.backend, tasks_per_env=args.tasks_per_env, seed=args.seed, env=args.env,
         paths=list(args.paths or []), bundled=bundled, max_envs=args.max_envs, warehouse=wh(args),
-        all_toolsets=args.all_toolsets, **sampling,
+        all_toolsets=args.all_toolsets, policy=list(args.policy or []), **sampling,
     )
 
 
@@ -132,7 +133,14 @@ def cmd_factory(args: argparse.Namespace) -> int:
     result = run_factory_cli(params, use_prefect=not args.no_prefect, task_runner=args.task_runner,
                              dask_address=args.dask_address)
     print_factory_summary(wh(args), result)
+    print_policy_counts(params.docs().policy_counts())
     return print_environment_yield(wh(args), result.get("environments") or [])
+
+
+def print_policy_counts(counts: dict[str, int]) -> None:
+    """How many policy documents (policy_docs) each tool set of the batch has."""
+    if counts:
+        print("policy documents read (policy_docs): " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
 
 
 def _kinds_text(kinds: dict[str, int]) -> str:
@@ -206,6 +214,9 @@ HELP = {
     "synthesize": "generate state schema + checked tool code per tool set",
     "factory": "run ingest -> synthesize -> sample -> generate -> verify",
 }
+POLICY_HELP = ("a policy document (Markdown or text; repeatable): inside a PATH folder it is that tool set's, "
+               "elsewhere every PATH tool set's; a policy.md beside the tool docs is read without it "
+               "(stored in policy_docs; its rules are not enforced yet)")
 COMMANDS = {"ingest": cmd_ingest, "synthesize": cmd_synthesize, "factory": cmd_factory}
 
 
@@ -222,6 +233,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     s.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (a folder = one tool set)")
     s.add_argument("--bundled", action="store_true", default=default(IngestParams, "bundled"),
                    help="ingest the bundled corpus of 10+ domains")
+    s.add_argument("--policy", action="append", metavar="FILE", default=default(IngestParams, "policy"),
+                   help=POLICY_HELP)
 
     s = sub.add_parser("synthesize", parents=[common], help=HELP["synthesize"],
                        description="Synthesize an environment (state schema + checked tool code) per tool set. With "
@@ -253,6 +266,8 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="tool docs to ingest (default: the bundled corpus); the later stages work on the tool sets "
                         "these docs define and leave the warehouse's others untouched")
     s.add_argument("--bundled", action="store_true", help="also ingest the bundled corpus when PATHs are given")
+    s.add_argument("--policy", action="append", metavar="FILE", default=default(FactoryParams, "policy"),
+                   help=POLICY_HELP)
     s.add_argument("--all", dest="all_toolsets", action="store_true", default=default(FactoryParams, "all_toolsets"),
                    help="synthesize, sample, generate and verify every tool set in the warehouse, not only those of "
                         "PATH (or of the bundled corpus without PATH)")

@@ -35,6 +35,7 @@ class FactoryParams(StageParams):
     env: str | None = Field(None, description="only this environment (tool-set name); None = all")
     paths: list[str] = Field(default_factory=list, description="tool docs to ingest (files or folders)")
     bundled: bool = Field(True, description="also ingest the bundled corpus")
+    policy: list[str] = ingest.IngestParams.model_fields["policy"]
     max_envs: int | None = Field(None, description="cap on environments processed (quick runs)")
     start: str = Field("auto", description="walk start rule: auto | lookup | read | entry | any (see SampleParams)")
     min_len: int = Field(2, description="shortest walk, in tool calls")
@@ -55,7 +56,7 @@ class FactoryParams(StageParams):
     def batch_id(self) -> str:
         """Same parameters -> same batch id -> re-running adds no rows (a flag at its default is left
         out, so the ids of batches from before it existed stay the same)."""
-        defaults = {name for name in ("all_dags", "all_toolsets") if not getattr(self, name)}
+        defaults = {name for name in ("all_dags", "all_toolsets", "policy") if not getattr(self, name)}
         return content_id("batch", self.model_dump(exclude={"warehouse"} | defaults))
 
     def docs(self) -> Any:
@@ -63,11 +64,12 @@ class FactoryParams(StageParams):
         if self._docs is None:
             from autoforge.tooldocs.ingest import ingest_paths
 
-            self._docs = ingest_paths(self.ingest_params().all_paths())
+            params = self.ingest_params()
+            self._docs = ingest_paths(params.all_paths(), policies=params.policy_files())
         return self._docs
 
     def ingest_params(self) -> ingest.IngestParams:
-        return ingest.IngestParams(paths=self.paths, bundled=self.bundled)
+        return ingest.IngestParams(paths=self.paths, bundled=self.bundled, policy=self.policy)
 
     def scope(self) -> list[str] | None:
         """The toolset ids the later stages work on: those of this batch's docs; None with
@@ -107,6 +109,7 @@ class FactoryParams(StageParams):
         for p in self.paths:
             if not Path(p).exists():
                 raise ConfigError(f"tool-doc path {p!r} does not exist (paths are read on the machine running the flow)")
+        self.ingest_params().policy_files()  # a missing or non-text policy file
         if self.backend == "openai" and not settings.openai_base_url:
             raise ConfigError("backend 'openai' needs AUTOFORGE_OPENAI_BASE_URL (and AUTOFORGE_OPENAI_MODEL) set")
         if self.warehouse is not None:

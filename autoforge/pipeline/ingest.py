@@ -1,4 +1,4 @@
-"""Stage 1 over the warehouse: tool documentation -> ``tool_docs``, ``tool_specs``, ``toolsets``.
+"""Stage 1 over the warehouse: tool documentation -> ``tool_docs``, ``tool_specs``, ``toolsets``, ``policy_docs``.
 
 Parsing is pure (:func:`autoforge.tooldocs.ingest_paths`); this module plans the run (which
 files, which run row), and writes the parsed records and the rejected documents in one transaction.
@@ -26,6 +26,21 @@ class IngestParams(StageParams):
 
     paths: list[str] = Field(default_factory=list, description="files or folders of tool docs (a folder = one tool set)")
     bundled: bool = Field(False, description="also ingest the corpus shipped with the package")
+    policy: list[str] = Field(default_factory=list, description="policy documents (Markdown or text files): one inside "
+                              "a folder of paths belongs to that tool set, one elsewhere to every tool set of paths; "
+                              "a policy.md beside the tool docs is read without being named")
+
+    def policy_files(self) -> list[str]:
+        """The ``policy`` files; a missing one, or one not Markdown or text, is a ConfigError."""
+        from autoforge.tooldocs.ingest import POLICY_SUFFIXES
+
+        for p in self.policy:
+            if not os.path.isfile(p):
+                raise ConfigError(f"policy file {p!r} does not exist or is not a file; give a Markdown or text file")
+            if Path(p).suffix.lower() not in POLICY_SUFFIXES:
+                raise ConfigError(f"policy file {p!r} is not Markdown or text; expected one of "
+                                  f"{', '.join(sorted(POLICY_SUFFIXES))}")
+        return [str(p) for p in self.policy]
 
     def all_paths(self) -> list[str]:
         """The paths to read. None at all, or none that exists, is a ConfigError (before anything is written);
@@ -40,12 +55,13 @@ class IngestParams(StageParams):
         return out
 
     def run_row(self, batch_id: str | None = None) -> Run:
-        return Run.make(STAGE, {"paths": [str(p) for p in self.paths], "bundled": self.bundled}, batch_id)
+        policy = {"policy": [str(p) for p in self.policy]} if self.policy else {}  # none: the run id it always had
+        return Run.make(STAGE, {"paths": [str(p) for p in self.paths], "bundled": self.bundled, **policy}, batch_id)
 
 
 def parse(params: IngestParams, run_id: str | None = None) -> IngestResult:
     """Read and parse every document (pure: nothing is written)."""
-    return ingest_paths(params.all_paths(), run_id=run_id)
+    return ingest_paths(params.all_paths(), run_id=run_id, policies=params.policy_files())
 
 
 def finished(run: Run, result: IngestResult) -> Run:
@@ -64,7 +80,8 @@ def toolset_rows(result: IngestResult) -> list[dict]:
     rows = []
     for ts in result.toolsets:
         specs = [s for s in result.specs if s.toolset == ts.name]
-        rows.append({"toolset": ts.name, "docs": len(ts.doc_ids), "tools": ts.n_tools,
+        rows.append({"toolset": ts.name, "docs": len(ts.doc_ids), "policies": result.policy_counts().get(ts.name, 0),
+                     "tools": ts.n_tools,
                      "read": sum(s.effect == "read" for s in specs), "write": sum(s.effect == "write" for s in specs),
                      "unknown": sum(s.effect == "unknown" for s in specs)})
     return rows
@@ -76,8 +93,10 @@ def summary(run: Run, result: IngestResult) -> dict[str, Any]:
         "n_toolsets": len(result.toolsets),
         "n_tools": len(result.specs),
         "n_rejected": result.counts()["rejected"],
+        "n_policies": len(result.policies),
         "errors": list(result.errors),
-        "toolsets": [{"toolset": t.name, "tools": t.n_tools, "docs": len(t.doc_ids), "toolset_id": t.toolset_id}
+        "toolsets": [{"toolset": t.name, "tools": t.n_tools, "docs": len(t.doc_ids),
+                      "policies": result.policy_counts().get(t.name, 0), "toolset_id": t.toolset_id}
                      for t in result.toolsets],
     }
 
@@ -93,7 +112,8 @@ def run(warehouse: str | None, params: IngestParams | None = None, *, batch_id: 
 
 
 def run_ingest(warehouse: str | None, paths: list[str | Path] | None = None, bundled: bool | None = None,
-               batch_id: str | None = None) -> dict[str, Any]:
-    """Ingest tool documentation (``paths`` and/or the bundled corpus) into the warehouse (None: the
-    :class:`IngestParams` default)."""
-    return run(warehouse, IngestParams(paths=[str(p) for p in paths or []], **given(bundled=bundled)), batch_id=batch_id)
+               batch_id: str | None = None, policy: list[str | Path] | None = None) -> dict[str, Any]:
+    """Ingest tool documentation (``paths`` and/or the bundled corpus, with the ``policy`` files) into the
+    warehouse (None: the :class:`IngestParams` default)."""
+    return run(warehouse, IngestParams(paths=[str(p) for p in paths or []], policy=[str(p) for p in policy or []],
+                                       **given(bundled=bundled)), batch_id=batch_id)

@@ -38,6 +38,7 @@ class ParsedDocument(BaseModel):
     format: DocFormat
     tools: list[ParsedTool] = Field(default_factory=list)
     description: str = ""  # what the document says the tool set is for (OpenAPI info, a top-level description)
+    policy: dict[str, str] = Field(default_factory=dict)  # location in the document -> policy text found there
 
 
 def check_name(name: Any, path: str, pointer: str, key: str = "name") -> str:

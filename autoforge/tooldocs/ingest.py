@@ -10,6 +10,16 @@ docs/design.md#stage-1-ingest. Grouping (one tool set = one candidate environmen
   becomes ``ToolSet.description``); it is not parsed as a tool document. Hidden files are
   skipped.
 
+Policy documents (issue 33): a file of a folder whose stem is ``policy`` (any case; ``.md``,
+``.markdown`` or ``.txt``), and any file given in ``policies`` (``--policy FILE``), is the tool set's
+policy, not a tool document: it becomes a :class:`~autoforge.types.PolicyDoc`, and its content hash is
+part of the tool set's id, so a changed policy is a changed tool set (its environment is synthesized
+anew). A ``policies`` file inside a folder being ingested belongs to that folder's tool set; one
+outside every folder governs every tool set of the other paths (never the bundled corpus). Policy text
+inside a tool doc (OpenAPI ``info.description`` and tag descriptions, an MCP result's
+``instructions``) is stored as a policy document too, with source ``<file>#<location>``; being part
+of its tool doc, it leaves the tool set id as it was.
+
 A rejected document is recorded (status ``rejected`` with the file, location and reason)
 and the rest of the batch goes on. So is a path that gives no document: a missing path, an
 empty or unreadable folder, a symlink loop, a link out of the folder, a pipe or device (a
@@ -24,6 +34,7 @@ input twice gives identical records. Pure: nothing is written anywhere; the call
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from collections import Counter
@@ -37,7 +48,7 @@ from autoforge.tooldocs.effects import classify_toolset
 from autoforge.tooldocs.formats import DOC_FORMATS
 from autoforge.tooldocs.parse import parse_document
 from autoforge.tooldocs.source import SUPPORTED_SUFFIXES, read_bytes, read_text
-from autoforge.types import Record, Rejection, ToolDoc, ToolSet, ToolSpec, content_id
+from autoforge.types import PolicyDoc, Record, Rejection, ToolDoc, ToolSet, ToolSpec, content_id
 
 BUNDLED_LABEL = "autoforge/data/tooldocs"
 
@@ -50,6 +61,7 @@ class IngestResult(BaseModel):
     docs: list[ToolDoc] = Field(default_factory=list)
     specs: list[ToolSpec] = Field(default_factory=list)
     toolsets: list[ToolSet] = Field(default_factory=list)
+    policies: list[PolicyDoc] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     needs_llm: list[str] = Field(default_factory=list)  # paths of prose documents waiting for an LLM backend
 
@@ -63,8 +75,12 @@ class IngestResult(BaseModel):
         return not self.errors
 
     def records(self) -> list[Record]:
-        """All records in write order: docs, then specs, then tool sets."""
-        return [*self.docs, *self.specs, *self.toolsets]
+        """All records in write order: docs, specs, tool sets, then policy documents."""
+        return [*self.docs, *self.specs, *self.toolsets, *self.policies]
+
+    def policy_counts(self) -> dict[str, int]:
+        """Policy documents read per tool set name."""
+        return dict(Counter(p.toolset for p in self.policies))
 
     def rejections(self, run_id: str | None = None) -> list[Rejection]:
         """One ``Rejection`` row per rejected document (feeds the stage funnel), reason = a short category."""
@@ -89,6 +105,7 @@ class IngestResult(BaseModel):
             "needs_llm": status["needs_llm"],
             "tools": len(self.specs),
             "toolsets": len(self.toolsets),
+            "policies": len(self.policies),
         }
 
 
@@ -96,6 +113,8 @@ class _Group(BaseModel):
     name: str
     files: list[Path]
     readme: Path | None = None
+    policies: list[Path] = Field(default_factory=list)
+    top: Path | None = None  # the path given that this group was found under
 
 
 def bundled_corpus_path() -> Path:
@@ -108,13 +127,24 @@ def ingest_bundled(*, run_id: str | None = None) -> IngestResult:
     return ingest_paths([bundled_corpus_path()], run_id=run_id)
 
 
-def ingest_paths(paths: Iterable[str | Path], *, run_id: str | None = None) -> IngestResult:
-    """Ingest files and folders (see the module docstring for how they group into tool sets).
+def ingest_paths(paths: Iterable[str | Path], *, run_id: str | None = None,
+                 policies: Iterable[str | Path] = ()) -> IngestResult:
+    """Ingest files and folders (see the module docstring for how they group into tool sets, and
+    where the ``policies`` files go).
 
     Documents of the bundled corpus are recorded as ``autoforge/data/tooldocs/<domain>/<file>``
     wherever the package is installed, so their ids are the same on every machine.
     """
-    return _ingest(plan_groups(list(paths)), run_id=run_id, label=(bundled_corpus_path(), BUNDLED_LABEL))
+    return _ingest(plan_groups(list(paths), list(policies)), run_id=run_id,
+                   label=(bundled_corpus_path(), BUNDLED_LABEL))
+
+
+POLICY_SUFFIXES = frozenset({".md", ".markdown", ".txt"})
+
+
+def is_policy_file(p: Path) -> bool:
+    """A file a folder holds as its tool set's policy: stem ``policy`` (any case), Markdown or text."""
+    return p.stem.lower() == "policy" and p.suffix.lower() in POLICY_SUFFIXES
 
 
 _CATEGORIES = (
@@ -178,8 +208,9 @@ class _PathProblem(BaseModel):
 MAX_FOLDER_DEPTH = 32  # folders below the one given; deeper trees are rejected folder by folder
 
 
-def plan_groups(paths: list[str | Path]) -> list[_Group | _PathProblem]:
+def plan_groups(paths: list[str | Path], policies: list[str | Path] = ()) -> list[_Group | _PathProblem]:
     """Tool-set groups in input order, and the paths that give no document (missing, empty ...).
+    ``policies``: files that are policy documents wherever they are (module docstring).
 
     Symbolic links: a path given explicitly is followed wherever it points. Inside a folder, a link
     is followed only to a file or folder inside the same given folder (by real path) that is not
@@ -191,20 +222,23 @@ def plan_groups(paths: list[str | Path]) -> list[_Group | _PathProblem]:
     out: list[_Group | _PathProblem] = []
     seen_files: set[Path] = set()
     names: Counter[str] = Counter()
+    named = {Path(p).resolve(): Path(p) for p in policies}  # real path -> as given
+    top_given: list[Path] = [Path(".")]
 
     def add(name: str, files: list[tuple[Path, Path]], readme: Path | None, qualified: str) -> None:
-        fresh = []
+        fresh, policy = [], []
         for f, real in files:  # (path, real path): a file reached twice (a link to it, given twice) is read once
             if real not in seen_files:
                 seen_files.add(real)
-                fresh.append(f)
+                (policy if real in named or is_policy_file(f) else fresh).append(f)
         fresh.sort()
-        if not fresh:
+        policy.sort()
+        if not fresh and not policy:
             return
         if names[name]:
             name = qualified
         names[name] += 1
-        out.append(_Group(name=name, files=fresh, readme=readme))
+        out.append(_Group(name=name, files=fresh, readme=readme, policies=policy, top=top_given[0]))
 
     def problem(toolset: str, path: Path, reason: str) -> None:
         out.append(_PathProblem(toolset=toolset or "toolset", path=path, reason=reason))
@@ -287,6 +321,7 @@ def plan_groups(paths: list[str | Path]) -> list[_Group | _PathProblem]:
 
     for raw in paths:
         p = Path(raw)
+        top_given[0] = p
         try:
             is_dir, is_file, exists = p.is_dir(), p.is_file(), p.exists()
         except OSError as exc:
@@ -308,6 +343,12 @@ def plan_groups(paths: list[str | Path]) -> list[_Group | _PathProblem]:
             problem(p.stem, p, "broken symlink or symlink loop: it points to nothing readable; fix the link")
         else:
             problem(p.stem, p, "no such file or folder; check the path (it is read on the machine running the ingest)")
+    outside = [named[r] for r in named if r not in seen_files]  # --policy files in no folder given: every set's
+    if outside:
+        bundled = bundled_corpus_path()
+        for g in out:
+            if isinstance(g, _Group) and g.top is not None and g.top.resolve() != bundled:
+                g.policies = [*g.policies, *outside]
     return out
 
 
@@ -356,6 +397,16 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
     descriptions: list[str] = []
     if group.readme is not None:
         descriptions.append(_readme_description(group.readme))
+    file_policies: list[PolicyDoc] = []  # policy files: part of the tool set id
+    inline_policies: list[PolicyDoc] = []  # policy text inside the tool docs
+    for file in group.policies:
+        path = shown(file)
+        try:
+            file_policies.append(_policy(group.name, path, read_text(file), run_id))
+        except ToolDocError as exc:
+            error = _clip(str(exc))
+            result.errors.append(error)
+            result.docs.append(_doc(group.name, path, None, _raw_text(file), "rejected", error, 0, run_id))
 
     for file in group.files:
         path = shown(file)
@@ -394,6 +445,7 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
         doc_ids.append(doc.doc_id)
         if parsed.description:
             descriptions.append(parsed.description)
+        inline_policies.extend(_policy(group.name, f"{path}#{where}", text, run_id) for where, text in parsed.policy.items())
         for tool in parsed.tools:
             names[tool.name] = path
             spec = ToolSpec(
@@ -418,10 +470,13 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
         if effects.get(spec.name, spec.effect) != spec.effect:
             result.specs[i] = spec.model_copy(update={"effect": effects[spec.name]})
 
+    policy_ids = sorted(p.policy_id for p in file_policies)
+    toolset_id = (content_id("toolset", group.name, sorted(tool_ids), policy_ids) if policy_ids
+                  else content_id("toolset", group.name, sorted(tool_ids)))  # no policy file: the id it always had
     if tool_ids:
         result.toolsets.append(
             ToolSet(
-                toolset_id=content_id("toolset", group.name, sorted(tool_ids)),
+                toolset_id=toolset_id,
                 name=group.name,
                 description=next((d for d in descriptions if d), ""),
                 doc_ids=doc_ids,
@@ -431,6 +486,8 @@ def _ingest_group(group: _Group, run_id: str | None, shown, result: IngestResult
                 run_id=run_id,
             )
         )
+    governed = toolset_id if tool_ids else None
+    result.policies.extend(p.model_copy(update={"toolset_id": governed}) for p in [*file_policies, *inline_policies])
 
 
 MAX_ERROR_CHARS = 2_000  # a message quoting a huge value from the document is cut short
@@ -447,6 +504,12 @@ def _raw_text(file: Path) -> str:
         return read_bytes(file).decode("utf-8", errors="replace")
     except ToolDocError:
         return ""
+
+
+def _policy(toolset: str, source: str, text: str, run_id: str | None) -> PolicyDoc:
+    sha = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return PolicyDoc(policy_id=content_id("policy", toolset, source, sha), toolset=toolset, source=source, sha256=sha,
+                     text=text, n_chars=len(text), run_id=run_id)
 
 
 def _doc(toolset: str, path: str, fmt, content: str, status: str, error: str | None, n_tools: int,

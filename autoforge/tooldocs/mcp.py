@@ -2,7 +2,8 @@
 
 Accepted shapes: the result object ``{"tools": [...], "nextCursor"?, "_meta"?}``, the full
 JSON-RPC response ``{"jsonrpc": "2.0", "id": ..., "result": {"tools": [...]}}`` and a bare
-list of MCP tools. Each tool has ``name``, optional ``title``/``description``, an
+list of MCP tools. An ``instructions`` string beside ``tools`` (a server's ``initialize``
+result saved with its tool list) is kept as the document's policy text. Each tool has ``name``, optional ``title``/``description``, an
 ``inputSchema`` (an object schema), an optional ``outputSchema`` and optional
 ``annotations``; ``readOnlyHint``/``destructiveHint`` set the read/write effect (MCP spec,
 2025-06-18, "Tool annotations"). A JSON-RPC error response is rejected with its message.
@@ -40,11 +41,16 @@ def parse_mcp(data: Any, path: str) -> ParsedDocument:
             raise ToolDocError("JSON-RPC response has no 'result'", path=path, location="/")
         result, base = data["result"], "/result"
     description = ""
+    policy: dict[str, str] = {}
     if isinstance(result, list):
         tools_raw, tools_ptr = result, base
     elif isinstance(result, dict) and "tools" in result:
         tools_raw, tools_ptr = result["tools"], f"{base}/tools"
         description = check_text(result.get("description"), path, base)
+        # a server's initialize `instructions` saved beside its tools: how to use them, i.e. policy text
+        instructions = check_text(result.get("instructions"), path, base, key="instructions")
+        if instructions:
+            policy["instructions"] = instructions
     else:
         raise ToolDocError("expected a tools/list result with a 'tools' list", path=path, location=base or "/")
     if not isinstance(tools_raw, list):
@@ -54,7 +60,7 @@ def parse_mcp(data: Any, path: str) -> ParsedDocument:
     resolver = RefResolver(data, path)
     tools = [_parse_tool(t, f"{tools_ptr}/{i}", path, resolver) for i, t in enumerate(tools_raw)]
     check_unique(tools, path)
-    return ParsedDocument(format="mcp", tools=tools, description=description)
+    return ParsedDocument(format="mcp", tools=tools, description=description, policy=policy)
 
 
 def _parse_tool(tool: Any, pointer: str, path: str, resolver: RefResolver) -> ParsedTool:

@@ -68,7 +68,20 @@ def parse_openapi(data: Any, path: str) -> ParsedDocument:
     if not tools:
         raise ToolDocError("the document defines no operations under 'paths'", path=path, location="/paths")
     check_unique(tools, path)
-    return ParsedDocument(format="openapi", tools=tools, description=description)
+    return ParsedDocument(format="openapi", tools=tools, description=description, policy=_policy_text(data, desc, path))
+
+
+def _policy_text(data: dict, info_description: str, path: str) -> dict[str, str]:
+    """The document's prose about the whole API: ``info.description`` and each tag's description
+    (``tags.<name>.description``), as policy text (autoforge.tooldocs.ingest stores it in policy_docs)."""
+    out = {"info.description": info_description} if info_description else {}
+    tags = data.get("tags")
+    for i, tag in enumerate(tags if isinstance(tags, list) else []):
+        if isinstance(tag, dict):
+            text = check_text(tag.get("description"), path, f"/tags/{i}")
+            if text:
+                out[f"tags.{tag.get('name') if isinstance(tag.get('name'), str) else i}.description"] = text
+    return out
 
 
 def derive_name(method: str, route: str) -> str:

@@ -30,6 +30,7 @@ TABLES: dict[type[T.Record], tuple[str, tuple[str, ...]]] = {
     T.ToolDoc: ("tool_docs", ("doc_id",)),
     T.ToolSpec: ("tool_specs", ("tool_id",)),
     T.ToolSet: ("toolsets", ("toolset_id",)),
+    T.PolicyDoc: ("policy_docs", ("policy_id",)),
     T.EnvironmentRecord: ("environments", ("env_id",)),
     T.ToolCode: ("tool_code", ("code_id",)),
     T.ToolRule: ("tool_rules", ("rule_id",)),
@@ -49,6 +50,9 @@ TABLES: dict[type[T.Record], tuple[str, tuple[str, ...]]] = {
 # Columns a table has beyond its model's fields: derived by the writer from other tables, in the same
 # transaction (never written by a stage, never read back into a record).
 DERIVED_COLUMNS: dict[str, tuple[str, ...]] = {"tasks": ("n_checks_passed",)}  # sql/053: passed verification checks
+# Tables whose rows are written once: the id is a hash of every column that matters, so a re-write of the
+# same id keeps the first row (its run and time) instead of updating it.
+WRITE_ONCE: frozenset[type[T.Record]] = frozenset({T.PolicyDoc})
 _CHUNK = 500  # rows per multi-row INSERT: one statement per chunk is ~10x faster than executemany on DuckDB
 
 
@@ -143,17 +147,29 @@ def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migra
             rows = [_to_row(r) for r in recs]
             for i in range(0, len(rows), _CHUNK):
                 stmt = pg_insert(table).values(rows[i : i + _CHUNK])
-                update = {c: stmt.excluded[c] for c in columns if c not in pk}
+                update = {} if model in WRITE_ONCE else {c: stmt.excluded[c] for c in columns if c not in pk}
                 stmt = stmt.on_conflict_do_update(index_elements=list(pk), set_=update) if update else stmt.on_conflict_do_nothing()
                 try:
                     conn.execute(stmt)
                 except Exception as exc:  # noqa: BLE001
                     raise WarehouseError(f"writing {len(rows)} rows to {name} failed (nothing from this batch was kept): {exc}") from exc
             counts[name] = len(rows)
+            if model is T.PolicyDoc:
+                _replace_policies(conn, recs)
         checked = sorted({r.task_id for model, recs in batches if model in (T.Task, T.VerificationResult) for r in recs})
         if checked and _has_column(conn, "tasks", "n_checks_passed"):
             _recount_checks(conn, checked)
     return counts
+
+
+_DROP_POLICY = sa.text(
+    "DELETE FROM policy_docs WHERE toolset = :toolset AND source = :source AND policy_id <> :policy_id")
+
+
+def _replace_policies(conn: sa.Connection, recs: list[T.Record]) -> None:
+    """A policy text written for (tool set, source) replaces that source's older text: one row per source."""
+    for r in recs:
+        conn.execute(_DROP_POLICY, {"toolset": r.toolset, "source": r.source, "policy_id": r.policy_id})
 
 
 _RECOUNT = sa.text(
