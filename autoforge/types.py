@@ -287,12 +287,14 @@ class ToolCode(Record):
     run_id: str | None = None
     function_name: str | None = None  # the Python function implementing it (``orders.get`` -> orders_get); None: = name
     arg_map: dict[str, str] = Field(default_factory=dict)  # public argument name -> Python parameter, where they differ
+    guards: list[dict[str, Any]] = Field(default_factory=list)  # runtime rules checked before the code runs (envs/guards.py)
 
 
 class ToolRule(Record):
-    """A rule a tool's prose states (autoforge.domain.rules; kinds: autoforge.domain.rule_kinds), how the code enforces it, and its probe."""
+    """A rule a tool's prose or a policy document states (autoforge.domain.rules, autoforge.domain.policy;
+    kinds: autoforge.domain.rule_kinds), how it is enforced, and its probe."""
 
-    rule_id: str  # content_id("rule", env_id, tool, index, kind, text)
+    rule_id: str  # content_id("rule", env_id, tool, index, kind, text) / ("rule", env_id, source, offset, kind, text)
     env_id: str
     tool_id: str
     tool: str  # tool name
@@ -300,10 +302,16 @@ class ToolRule(Record):
     text: str  # the sentence it came from
     field: str | None = None  # the record field (status, frozen_at) or the parameter it constrains
     values: list[Any] = Field(default_factory=list)  # allowed / resulting statuses, NOW, numbers of a constraint
-    enforcement: Literal["code", "not enforced"] = "not enforced"
+    # code: the tool's template code; runtime: ``guard`` checked by the rule engine; judged: over the conversation
+    enforcement: Literal["code", "runtime", "judged", "not enforced"] = "not enforced"
     probe: Literal["passed", "failed", "none"] = "none"  # the synthesis probe of an enforced rule
     probe_detail: str | None = None  # what the probe saw
     run_id: str | None = None
+    source: str = "tool"  # "tool" (the tool's own prose) or the policy document's source
+    source_offset: int | None = None  # the sentence's character offset in that document
+    tools: list[str] = Field(default_factory=list)  # every tool it binds (public names)
+    guard: dict[str, Any] | None = None  # the guard / judged check (autoforge.envs.guards)
+    why: str | None = None  # not enforced: why
 
 
 # --------------------------------------------------------------------------- stage 3: graphs and DAGs

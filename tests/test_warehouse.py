@@ -61,9 +61,14 @@ def test_082_drops_the_vocabulary_checks_and_keeps_the_rows(tmp_path):
     doc = T.ToolDoc(doc_id="d1", toolset="s", path="p", content="{}", status="accepted", format="openai", n_tools=1)
     rule = T.ToolRule(rule_id="r1", env_id="e", tool_id="t", tool="get_x", kind="constraint", text="min 1",
                       values=[1], enforcement="code", probe="passed")
-    write_records(wh, [doc, rule], migrate=False)
+    write_records(wh, [doc], migrate=False)
+    import duckdb  # the 081 table has the columns of that time (086 added source, tools, guard ...)
+    with duckdb.connect(wh) as con:
+        con.execute("INSERT INTO tool_rules (rule_id, env_id, tool_id, tool, kind, text, field, \"values\", enforcement, "
+                    "probe, probe_detail, run_id) VALUES ('r1', 'e', 't', 'get_x', 'constraint', 'min 1', NULL, '[1]', "
+                    "'code', 'passed', NULL, NULL)")
     assert apply_migrations(wh)["applied"] == [m.name for m in discover() if m.version >= 82]  # 082 and any later
-    assert read_records(wh, T.ToolDoc) == [doc] and read_records(wh, T.ToolRule) == [rule]
+    assert read_records(wh, T.ToolDoc) == [doc] and read_records(wh, T.ToolRule) == [rule.model_copy(update={"tools": ["get_x"]})]
     write_records(wh, [doc.model_copy(update={"doc_id": "d2", "format": "graphql"}),
                        rule.model_copy(update={"rule_id": "r2", "kind": "rate_limit"})], migrate=False)
     assert query(wh, "SELECT count(*) AS n FROM tool_docs")[0]["n"] == 2

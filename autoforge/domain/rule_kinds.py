@@ -12,8 +12,20 @@ source_status  template   the statuses a record must be in before the call
 result_status  template   the status the call leaves behind
 side_effect    template   a timestamp field the call sets from the sandbox clock
 constraint     argument   a limit on the arguments; checked when read into a form
+time_window    runtime    "within 24 hours of booking", "before check-in" (a ``window`` guard)
+cross_record   runtime    "the payment method belongs to the user", "the item is in the order"
+quantity_limit runtime    "at most 5 passengers", "up to 2 GB", "one certificate per reservation"
+count_limit    runtime    "can be modified only once", "renewed at most twice" (a counter on the record)
+money          runtime    "a refund cannot exceed the amount paid", "the payment must cover the total"
+prohibition    runtime    "cannot change the number of passengers", "reference books are never lent"
+conversation   judged     "verify the customer's identity before any change", "confirm before ..."
 unparsed       none       a sentence that reads like a rule but matches no form
 =============  =========  ==============================================================
+
+Policy text (``policy.md``) and a tool's prose are read into the same records; a rule the
+offline templates write into the tool's code is enforced ``code``, one checked by the rule
+engine before the tool runs (:mod:`autoforge.envs.guards`, the rule's ``check``) ``runtime``,
+one checked over the conversation ``judged``, any other ``not enforced`` with its ``why``.
 """
 
 from __future__ import annotations
@@ -34,7 +46,9 @@ class RuleKind:
     # argument: a check at the top of the function (autoforge.envs.rule_engine.argument_checks), for
     #           a constraint read into a form (autoforge.domain.argument_rules.is_argument_rule);
     # none: recorded with its sentence, never enforced
-    enforced_by: Literal["template", "argument", "none"]
+    # runtime: a guard the rule engine checks before the tool runs (autoforge.envs.guards);
+    # judged: checked over the episode's conversation (autoforge.rollout.judge)
+    enforced_by: Literal["template", "argument", "runtime", "judged", "none"]
 
 
 RULE_KINDS: dict[str, RuleKind] = {k.name: k for k in (
@@ -47,6 +61,18 @@ RULE_KINDS: dict[str, RuleKind] = {k.name: k for k in (
              "checked when read into a form", "argument"),
     RuleKind("unparsed", "a sentence that reads like a rule (\"must\", \"only\", \"cannot\" ...) but matches no "
              "form: listed, never silently dropped", "none"),
+    RuleKind("time_window", "a time window on a record's date (\"within 24 hours of booking\", \"before check-in\")",
+             "runtime"),
+    RuleKind("cross_record", "a condition between records (\"the payment method belongs to the user\", "
+             "\"the item is in the order\")", "runtime"),
+    RuleKind("quantity_limit", "a limit on a quantity per call or per record (\"at most 5 passengers\", "
+             "\"up to 2 GB\", \"one certificate per reservation\")", "runtime"),
+    RuleKind("count_limit", "how often a call may happen to one record (\"can be modified only once\")", "runtime"),
+    RuleKind("money", "amounts that must agree (\"a refund cannot exceed the amount paid\", \"the payment must "
+             "cover the total\")", "runtime"),
+    RuleKind("prohibition", "a change that is never allowed (\"cannot change the number of passengers\")", "runtime"),
+    RuleKind("conversation", "how the agent must talk (\"verify the customer's identity before any change\", "
+             "\"confirm before a consequential write\")", "judged"),
 )}
 # The kinds the record templates enforce (and the synthesis probes check on the record).
 ENFORCED_KINDS = tuple(name for name, k in RULE_KINDS.items() if k.enforced_by == "template")
@@ -68,8 +94,15 @@ class ParsedRule:
     text: str
     field: str | None = None
     values: list[Any] = dc_field(default_factory=list)
-    enforcement: str = "not enforced"  # "code" once the template has written the check / effect
+    # "code": the template wrote the check / effect into the tool; "runtime": ``check`` is a guard the
+    # rule engine runs before the tool; "judged": ``check`` is judged over the conversation
+    enforcement: str = "not enforced"
     forbidden: list[str] = dc_field(default_factory=list)  # source_status read from a negation
+    source: str = "tool"  # "tool" (the tool's own prose) or the policy document's source ("policy.md")
+    offset: int | None = None  # the sentence's character offset in that document
+    tools: list[str] = dc_field(default_factory=list)  # the tools the rule binds
+    check: dict[str, Any] | None = None  # the guard or judged check (autoforge.envs.guards); None: not enforced
+    why: str | None = None  # not enforced: why
 
     def __post_init__(self) -> None:
         rule_kind(self.kind)
