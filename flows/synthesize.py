@@ -25,8 +25,9 @@ from autoforge.types import Run, ToolSet, ToolSpec
 
 @task(name="synthesize-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="synthesize-{toolset.name}")
-def synthesize_task(toolset: ToolSet, specs: list[ToolSpec], backend: str, run_id: str, cache: Any) -> SynthesisResult:
-    return stage.synthesize_one(toolset, unpack(specs), backend, run_id, cache=unpack(cache))
+def synthesize_task(toolset: ToolSet, specs: list[ToolSpec], backend: str, run_id: str, cache: Any,
+                    policies: Any = None) -> SynthesisResult:
+    return stage.synthesize_one(toolset, unpack(specs), backend, run_id, cache=unpack(cache), policies=unpack(policies))
 
 
 @task(name="persist-stage", task_run_name="persist-synthesize", cache_policy=NO_CACHE)
@@ -48,8 +49,9 @@ def synthesize_flow(params: stage.SynthesizeParams, warehouse: str | None, batch
     cache = stage.load_cache(warehouse, params.backend)
     with stage_runner(runner_kind, address) as runner:
         results: list[SynthesisResult] = fan_out(runner, synthesize_task, [
-            {"toolset": ts, "specs": Packed(specs), "backend": params.backend, "run_id": run.run_id, "cache": Packed(cache)}
-            for ts, specs in todo], [f"environment {ts.name}" for ts, _ in todo])
+            {"toolset": ts, "specs": Packed(specs), "backend": params.backend, "run_id": run.run_id, "cache": Packed(cache),
+             "policies": Packed(policies)}
+            for ts, specs, policies in todo], [f"environment {ts.name}" for ts, _, _ in todo])
     run, written, kept = persist_synthesis(quote(results), run, warehouse, failed=len(results) < len(todo))
     for why in kept.values():
         logger.warning("kept the stored environment: %s", why)

@@ -56,7 +56,7 @@ import sys
 import time
 from typing import Any
 
-from autoforge.envs import sandbox, static_checks
+from autoforge.envs import guards as rule_engine, sandbox, static_checks
 from autoforge.envs.state_hash import hash_text, value_digest
 from autoforge.envs.wire import describe_problem, dumps, encode, FrameReader, loads, MAX_FRAME, NotJSON, safe_text, show, write_frame
 from autoforge.envs.worker_state import key_ok, MISSING, Resident, RESIDENT_BYTES, RESIDENT_STATES, StoredCollection, StoredValue, value_bytes
@@ -89,6 +89,7 @@ class Worker:
     def __init__(self, cpu_s: float):
         self.cpu_s = cpu_s
         self.codes: dict[str, tuple[Any, str, dict]] = {}  # public name -> (code, function name, arg map)
+        self.guards: dict[str, list[dict]] = {}  # public name -> its runtime rules (autoforge.envs.guards)
         self.compiled: dict[tuple[str, str], Any] = {}
         self.binders: dict[str, sandbox.ArgBinder] = {}
         self.load_errors: dict[str, str | None] = {}
@@ -195,12 +196,14 @@ class Worker:
 
     # ------------------------------------------------------------------ requests
     def load(self, sources: dict[str, Any]) -> list:
-        self.codes, self.binders, self.load_errors = {}, {}, {}
+        self.codes, self.binders, self.load_errors, self.guards = {}, {}, {}, {}
         self.base, self.changed, self.total = None, set(), 0
         self._use({})
         for name, entry in sources.items():
             try:
-                source, fname, arg_map = (entry, name, {}) if isinstance(entry, str) else entry
+                source, fname, arg_map, *rest = (entry, name, {}) if isinstance(entry, str) else entry
+                if rest and rest[0]:
+                    self.guards[name] = [g for g in rest[0] if isinstance(g, dict)]
                 key = (fname, source)
                 if key not in self.compiled:  # a pooled worker sees the same tools again and again
                     if len(self.compiled) >= 4096:
@@ -257,6 +260,12 @@ class Worker:
             return ["invalid_arguments", None, problem, False]
         code, fname, _ = self.codes[name]
         state = self.state
+        guards = self.guards.get(name)
+        if guards:  # the rules the call must keep, before any code runs
+            refused = rule_engine.refusal(guards, state, args)
+            if refused is not None:
+                return self._undo("tool_error", encode({"error": refused[1]}, "output", output=True), refused[1],
+                                  rule_id=refused[0])
         self._arm_cpu()
         try:
             fn = sandbox.load_tool(code, fname)  # fresh module globals: nothing survives a call
@@ -275,17 +284,20 @@ class Worker:
         if isinstance(out, dict) and "error" in out:  # an OrderedDict(error=...) reads as error(...) too
             return self._undo("tool_error", out_bytes, safe_text(str(out["error"])))
         del out
+        if guards:
+            rule_engine.after_call(guards, self.state, args)  # count_limit counters
         _, problem = self._settle(keep=True)
         if problem is not None:
             return b"".join((b'["crashed",null,', dumps(safe_text("the tool left a non-JSON value in the state: "
                                                                 f"{problem} (the call was undone)")), b",true]"))
         return b'["ok",' + out_bytes + b",null,false]"
 
-    def _undo(self, kind: str, out_bytes: bytes | None, error: str) -> bytes:
-        """A failed call's reply, after putting the committed state back."""
+    def _undo(self, kind: str, out_bytes: bytes | None, error: str, rule_id: str | None = None) -> bytes:
+        """A failed call's reply, after putting the committed state back (``rule_id``: the rule that refused it)."""
         changed = self.restore()
+        tail = b"," + dumps(rule_id) if rule_id else b""
         return b"".join((b"[", dumps(kind), b",", out_bytes or b"null", b",", dumps(safe_text(error)), b",",
-                         b"true" if changed else b"false", b"]"))
+                         b"true" if changed else b"false", tail, b"]"))
 
     def restore(self) -> bool:
         """Make the live state the committed one again; True when the failed call had changed it."""

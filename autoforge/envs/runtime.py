@@ -62,7 +62,9 @@ class Observation(BaseModel):
     ok · tool_error (the tool returned ``{"error": ...}``) · invalid_arguments (schema or
     signature) · unknown_tool · timeout · memory_limit · crashed (the tool raised, returned or
     stored a non-JSON value, or its worker died). A failed call never changes the state;
-    ``rolled_back`` says the tool had written before it failed (the runtime undid it).
+    ``rolled_back`` says the tool had written before it failed (the runtime undid it); ``rule_id``
+    names the rule a refused call broke (the rule engine, :mod:`autoforge.envs.guards`, refused it
+    before the tool's code ran).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -73,6 +75,7 @@ class Observation(BaseModel):
     kind: ObservationKind = "ok"
     state_hash: str | None = None  # filled by smoke_check only (hash of the state after the call)
     rolled_back: bool = False
+    rule_id: str | None = None
 
     def to_text(self) -> str:
         """The observation as the agent sees it: JSON of the output, or ``{"error": ...}``."""
@@ -93,9 +96,9 @@ def tool_function(tool: ToolCode) -> str:
 def _load_entry(tool: ToolCode) -> str | list:
     """What the worker's "load" request carries for one tool (public name -> this)."""
     fname = tool_function(tool)
-    if fname == tool.name and not tool.arg_map:
+    if fname == tool.name and not tool.arg_map and not tool.guards:
         return tool.source
-    return [tool.source, fname, dict(tool.arg_map)]
+    return [tool.source, fname, dict(tool.arg_map), list(tool.guards)] if tool.guards else [tool.source, fname, dict(tool.arg_map)]
 
 
 class ResidentState:
@@ -349,7 +352,8 @@ class Environment:
         error = str(error)
         if kind == "crashed" and not error.startswith("tool "):  # "tool 'x' failed to load: ..." says it all
             error = f"{name}: {error}" if error.startswith(("output ", "the ")) else f"{name} raised {error}"
-        return Observation(ok=False, kind=kind, output=output, error=error, rolled_back=bool(rolled_back))
+        rule_id = reply[4] if len(reply) >= 5 and isinstance(reply[4], str) else None
+        return Observation(ok=False, kind=kind, output=output, error=error, rolled_back=bool(rolled_back), rule_id=rule_id)
 
     def _checkpoint(self) -> None:
         """The current state becomes the point a killed worker is rebuilt from, and the replay log

@@ -48,7 +48,8 @@ from autoforge.domain.entities import plan_tools
 from autoforge.domain.state import offline_state_schema
 from autoforge.domain.tool_kinds import special_kind, tool_kind
 from autoforge.domain.tools import analyze_tool
-from autoforge.envs import prompts, pynames
+from autoforge.domain.policy import prose_policy_rules
+from autoforge.envs import policy_guards, prompts, pynames
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.code.compute import compute_draft
 from autoforge.envs.code.offline import offline_tool_code
@@ -63,12 +64,14 @@ from autoforge.types import (
     EnvironmentRecord,
     FieldSpec,
     LLMCall,
+    PolicyDoc,
     Rejection,
     StateSchema,
     ToolCode,
     ToolRule,
     ToolSet,
     ToolSpec,
+    canonical_json,
     content_id,
 )
 
@@ -162,8 +165,10 @@ def toolset_specs(toolset: ToolSet, specs: list[ToolSpec]) -> list[ToolSpec]:
 
 
 def synthesize_environment(toolset: ToolSet, specs: list[ToolSpec], *, client: Any = None,
-                           run_id: str | None = None, settings: Any = None) -> SynthesisResult:
-    """Synthesize one environment. ``client`` None or offline: the offline backend."""
+                           run_id: str | None = None, settings: Any = None,
+                           policies: list[PolicyDoc] | None = None) -> SynthesisResult:
+    """Synthesize one environment. ``client`` None or offline: the offline backend. ``policies``: the
+    tool set's policy documents, whose rules become guards on its tools (:mod:`autoforge.envs.policy_guards`)."""
     specs = toolset_specs(toolset, specs)
     if not specs:
         raise ConfigError(f"tool set {toolset.name!r} ({toolset.toolset_id}) has no tool specs; ingest its docs first")
@@ -175,7 +180,7 @@ def synthesize_environment(toolset: ToolSet, specs: list[ToolSpec], *, client: A
         settings = get_settings()
     try:
         if offline:
-            return _synthesize_offline(toolset, specs, run_id)
+            return _synthesize_offline(toolset, specs, run_id, policies or [])
         return _synthesize_llm(toolset, specs, client, run_id, settings)
     except Exception as exc:  # noqa: BLE001 - one broken environment is its failure, not the stage's
         return failed_environment(toolset, backend, exc, run_id)
@@ -205,7 +210,8 @@ def _failed(toolset: ToolSet, backend: str, reason: str, detail: str, run_id: st
     return _finish(toolset, backend, StateSchema(collections=[]), {}, env_id, [], [rej], run_id, reason=detail[:2000])
 
 
-def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | None) -> SynthesisResult:
+def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | None,
+                        policies: list[PolicyDoc]) -> SynthesisResult:
     # The rules read a canonical view (snake_case, ids as <entity>_id); agents keep the public names:
     # arg_map = public name -> canonical name -> the code's Python parameter.
     cspecs, renames = canonical_specs(specs)
@@ -216,7 +222,12 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
     drafts = [offline_tool_code(c, plans[c.name], schema, public=pub) for c, pub in zip(cspecs, publics)]
     if toolset.kind == "stateless":  # pure computation (add, mean, square_root): code that computes
         drafts = [compute_draft(c, d, pub) or d for c, d, pub in zip(cspecs, drafts, publics)]
-    env_id = _env_id(toolset, schema, [d.source for d in drafts])
+    # policy rules and the prose limits the templates leave out: guards the rule engine checks
+    prose = {c.name: prose_policy_rules(c, plans[c.name], schema, cspecs, plans) for c in cspecs}
+    bound = policy_guards.bind(policy_guards.read_rules(cspecs, plans, schema, policies, prose), cspecs, specs)
+    unsigned = policy_guards.guards_by_tool(bound, None)
+    env_id = _env_id(toolset, schema, [d.source for d in drafts] + ([canonical_json(unsigned)] if unsigned else []))
+    guards = policy_guards.guards_by_tool(bound, env_id)
     tools, rejections = [], []
     for spec, draft in zip(specs, drafts):
         py = draft.arg_map or {}
@@ -225,7 +236,8 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
                         name=spec.name, source=draft.source, status="accepted", effect=draft.effect, kind=draft.kind,
                         collection=draft.collection, parameters=spec.parameters, output_schema=draft.output_schema,
                         output_schema_source="documented" if spec.output_schema else "derived",
-                        run_id=run_id, function_name=draft.function_name, arg_map=arg_map)
+                        run_id=run_id, function_name=draft.function_name, arg_map=arg_map,
+                        guards=guards.get(spec.name, []))
         res = guarded_check(f"checking tool {spec.name}",
                             lambda: smoke_until_success(tool, spec, state, schema, draft.collection, plans[spec.name].kind))
         if not res.ok:
@@ -233,7 +245,13 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
             rejections.append(_rejection(env_id, spec, res, 1, run_id))
         tools.append(tool)
     result = _finish(toolset, "offline", schema, state, env_id, tools, rejections, run_id)
+    replaced = {c.name: {r.text for r in prose[c.name]} for c in cspecs}
+    for c, d in zip(cspecs, drafts):  # a prose limit read into a guard is that rule's one row
+        d.rules = [r for r in d.rules if not (r.kind in ("constraint", "unparsed") and r.text in replaced[c.name])]
     result.rules = _offline_rules(env_id, specs, drafts, tools, state, schema, plans, cspecs, run_id)
+    kinds = {s.name: plans[c.name].kind for s, c in zip(specs, cspecs)}
+    result.rules += policy_guards.probe_guards(tools, specs, policy_guards.rule_rows(env_id, bound, specs, run_id),
+                                               state, schema, kinds, env_id)
     return result
 
 

@@ -56,7 +56,7 @@ from autoforge.errors import ConfigError
 from autoforge.llm.messages import clip
 from autoforge.llm.record import MemoryRecorder, stamped
 from autoforge.pipeline.common import TOOLSET_IDS_HELP, StageParams, given, ids_clause, persist
-from autoforge.types import EnvironmentRecord, LLMCall, Run, ToolSet, ToolSpec, WorldCheck
+from autoforge.types import EnvironmentRecord, LLMCall, PolicyDoc, Run, ToolSet, ToolSpec, WorldCheck
 from autoforge.warehouse import query, read_records, table_exists
 
 STAGE = "synthesize"
@@ -75,9 +75,9 @@ class SynthesizeParams(StageParams):
         return Run.make(STAGE, {"env": self.env, "backend": self.backend, "max_envs": self.max_envs, **scope}, batch_id)
 
 
-def load(warehouse: str | None, params: SynthesizeParams) -> list[tuple[ToolSet, list[ToolSpec]]]:
+def load(warehouse: str | None, params: SynthesizeParams) -> list[tuple[ToolSet, list[ToolSpec], list[PolicyDoc]]]:
     """The tool sets to synthesize (all, those of ``toolset_ids``, or ``env`` among them; at most
-    ``max_envs``), each with its specs in order."""
+    ``max_envs``), each with its specs in order and its policy documents."""
     if not table_exists(warehouse, "toolsets"):
         raise ConfigError("the warehouse has no tool sets yet: run `autoforge ingest` first")
     toolsets = read_records(warehouse, ToolSet, order_by="name")
@@ -97,7 +97,14 @@ def load(warehouse: str | None, params: SynthesizeParams) -> list[tuple[ToolSet,
     wanted = {tid for t in toolsets for tid in t.tool_ids}
     names = {t.name for t in toolsets}
     specs = [s for s in read_records(warehouse, ToolSpec) if s.tool_id in wanted or s.toolset in names]
-    return [(ts, mine) for ts in toolsets if (mine := toolset_specs(ts, specs))]
+    policies = read_records(warehouse, PolicyDoc) if table_exists(warehouse, "policy_docs") else []
+    return [(ts, mine, toolset_policies(ts, policies)) for ts in toolsets if (mine := toolset_specs(ts, specs))]
+
+
+def toolset_policies(toolset: ToolSet, policies: list[PolicyDoc]) -> list[PolicyDoc]:
+    """The policy documents that govern ``toolset``: those linked to its id, else (older rows) to its name."""
+    mine = [p for p in policies if p.toolset_id == toolset.toolset_id]
+    return mine or [p for p in policies if p.toolset == toolset.name and p.toolset_id is None]
 
 
 def make_client(backend: str, settings: Any = None, *, cache: Any = None, recorder: MemoryRecorder | None = None):
@@ -119,14 +126,16 @@ def load_cache(warehouse: str | None, backend: str) -> Any:
 
 
 def synthesize_one(toolset: ToolSet, specs: list[ToolSpec], backend: str = "offline", run_id: str | None = None,
-                   settings: Any = None, *, cache: Any = None, recorder: MemoryRecorder | None = None) -> SynthesisResult:
+                   settings: Any = None, *, cache: Any = None, recorder: MemoryRecorder | None = None,
+                   policies: list[PolicyDoc] | None = None) -> SynthesisResult:
     """One environment with its own client (answering from ``cache`` where it can). Whatever the
     synthesis raises (``Exception``) is this environment's failure; its LLM calls are in the result
     either way. ``recorder``: where the client records, so a caller can still drain the calls of an
     environment that was interrupted (:func:`run` does)."""
     client, recorder = make_client(backend, settings, cache=cache, recorder=recorder)
     try:
-        result = with_reachability(synthesize_environment(toolset, specs, client=client, run_id=run_id, settings=settings))
+        result = with_reachability(synthesize_environment(toolset, specs, client=client, run_id=run_id, settings=settings,
+                                                          policies=policies))
     except Exception as exc:  # noqa: BLE001 - one broken environment must not sink the stage
         result = failed_environment(toolset, getattr(client, "name", backend), exc, run_id)
     result.llm_calls = stamped(recorder.drain(), run_id)
@@ -264,8 +273,9 @@ def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_
     recorder = MemoryRecorder()  # the environment in progress records here; synthesize_one drains it
     results: list[SynthesisResult] = []
     try:
-        for ts, specs in todo:
-            results.append(synthesize_one(ts, specs, params.backend, row.run_id, settings, cache=cache, recorder=recorder))
+        for ts, specs, policies in todo:
+            results.append(synthesize_one(ts, specs, params.backend, row.run_id, settings, cache=cache, recorder=recorder,
+                                          policies=policies))
         row, written, kept = persist_results(warehouse, results, row)
     except BaseException as exc:  # an interrupt, or the write itself: keep what was paid for, then re-raise
         save_calls(warehouse, [c for r in results for c in r.llm_calls] + stamped(recorder.drain(), row.run_id), row, exc)

@@ -1,0 +1,321 @@
+"""The rule engine: runtime rules as data (guards), checked in the sandbox before a tool's code runs.
+
+A rule read from a tool's prose or a policy document (:mod:`autoforge.domain.rules`,
+:mod:`autoforge.domain.policy`) that a tool call can break becomes a *guard*: a JSON object
+stored with the tool's code (``tool_code.guards``), so every environment built from the
+warehouse enforces it. The sandbox worker calls :func:`refusal` before the tool's code runs: a
+broken guard refuses the call with an error observation that names the rule
+(``policy rule <rule_id>: <message>``) and changes nothing; after a successful call
+:func:`after_call` adds 1 to the counters of ``count_limit`` guards. The same guards are probed at
+synthesis (:func:`probe_cases`: a call that breaks the rule, and the nearest one that keeps it).
+
+Every guard: ``{"op", "rule_id", "tool", "message"}`` plus its op's keys. ``collection`` is a state
+collection, ``id_arg`` the argument holding its record's id; a missing record or argument passes
+(the tool's own code reports not-found). Values compare case-insensitively as strings.
+
+============  =============================================  ===========================================
+op            keys                                           the call is refused when
+============  =============================================  ===========================================
+status        collection id_arg field allowed|forbidden      the record's field is not allowed / forbidden
+arg_limit     arg max? min?                                  the argument (a list: its length) is outside
+arg_not       arg values                                     the argument is one of values
+arg_in        arg values                                     the argument is none of values
+record_limit  collection id_arg field max arg? add?          record[field] (number / length) + the argument
+                                                             (or ``add``, default 1) exceeds max
+count_limit   collection id_arg counter max                  record[counter] (0 when missing) >= max
+window        collection id_arg field days? hours?           since: NOW - record[field] > window;
+              direction since|until                          until: record[field] - NOW < window
+owned         collection id_arg owner_field owner_arg        record[owner_field] != args[owner_arg]
+member        collection id_arg list_field item_arg          args[item_arg] is not in the record's list
+unchanged     collection id_arg field arg                    the argument differs from record[field]
+covers        collection id_arg field arg side max|min       max: args[arg] > record[field]; min: <
+============  =============================================  ===========================================
+
+Guards run on the worker's hot path: each reads at most one record, by key. Any value a guard
+cannot read (a date that is no date, a number that is text) passes: the guard refuses only what
+it can show breaks the rule.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timedelta
+from typing import Any
+from autoforge.envs.sandbox import NOW  # the clock every environment sees
+
+OPS = ("status", "arg_limit", "arg_not", "arg_in", "record_limit", "count_limit", "window", "owned", "member",
+       "unchanged", "covers")
+RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in"}
+_MISSING = object()
+
+
+# --------------------------------------------------------------------------- reading values
+
+
+def _record(g: dict, state: Any, args: dict) -> Any:
+    """The record a guard reads, or None (no such collection, argument or record)."""
+    key = args.get(g.get("id_arg")) if g.get("id_arg") else None
+    if key is None or isinstance(key, (dict, list)):
+        return None
+    coll = state.get(g.get("collection")) if hasattr(state, "get") else None
+    if coll is None or not hasattr(coll, "get"):
+        return None
+    rec = coll.get(str(key))
+    return rec if hasattr(rec, "get") else None
+
+
+def _size(v: Any) -> float | None:
+    """A number, or a list's / mapping's length; None for anything else."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, (list, dict)) or (hasattr(v, "keys") and hasattr(v, "get")):
+        return float(len(v))
+    if isinstance(v, str):
+        try:
+            return float(v.strip().replace(",", "").lstrip("$"))
+        except ValueError:
+            return None
+    return None
+
+
+def _norm(v: Any) -> str:
+    return str(v).strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def _when(v: Any) -> datetime | None:
+    if not isinstance(v, str) or len(v) < 10:
+        return None
+    try:
+        return datetime.fromisoformat(v[:19].replace("Z", ""))
+    except ValueError:
+        return None
+
+
+def _span(g: dict) -> timedelta:
+    return timedelta(days=float(g.get("days") or 0), hours=float(g.get("hours") or 0))
+
+
+def _ids(v: Any) -> list[str]:
+    """The ids a record's list field holds: plain ids, or objects' ``*_id`` / ``id`` values."""
+    out: list[str] = []
+    for x in (v if isinstance(v, list) else list(v.values()) if isinstance(v, dict) else []):
+        if isinstance(x, dict):
+            out += [str(val) for k, val in x.items() if (k == "id" or k.endswith("_id")) and not isinstance(val, (dict, list))]
+        elif x is not None:
+            out.append(str(x))
+    return out
+
+
+# --------------------------------------------------------------------------- one guard
+
+
+def broken(g: dict, state: Any, args: dict) -> bool:
+    """Whether the call (``args``, on ``state``) breaks guard ``g``."""
+    op = g.get("op")
+    if op in ("arg_limit", "arg_not", "arg_in"):
+        v = args.get(g.get("arg"), _MISSING)
+        if v is _MISSING or v is None:
+            return False
+        if op == "arg_limit":
+            n = _size(v)
+            return n is not None and ((g.get("max") is not None and n > float(g["max"]))
+                                      or (g.get("min") is not None and n < float(g["min"])))
+        vals = {_norm(x) for x in g.get("values") or []}
+        got = {_norm(x) for x in v} if isinstance(v, list) else {_norm(v)}
+        return bool(got & vals) if op == "arg_not" else not got <= vals
+    rec = _record(g, state, args)
+    if rec is None:
+        return False
+    if op == "status":
+        v = rec.get(g.get("field") or "status")
+        if v is None:
+            return False
+        if g.get("allowed"):
+            return _norm(v) not in {_norm(x) for x in g["allowed"]}
+        return _norm(v) in {_norm(x) for x in g.get("forbidden") or []}
+    if op == "record_limit":
+        have = _size(rec.get(g.get("field"))) or 0.0
+        extra = args.get(g["arg"]) if g.get("arg") else None
+        add = _size(extra) if extra is not None else float(g.get("add", 1))
+        return have + (add or 0.0) > float(g["max"])
+    if op == "count_limit":
+        return (_size(rec.get(g.get("counter"))) or 0.0) >= float(g["max"])
+    if op == "window":
+        t = _when(rec.get(g.get("field")))
+        if t is None:
+            return False
+        now = datetime.fromisoformat(NOW)
+        return (now - t > _span(g)) if g.get("direction", "since") == "since" else (t - now < _span(g))
+    if op == "owned":
+        want = args.get(g.get("owner_arg"))
+        have = rec.get(g.get("owner_field"))
+        return want is not None and have is not None and str(want) != str(have)
+    if op == "member":
+        want = args.get(g.get("item_arg"))
+        if want is None:
+            return False
+        held = set(_ids(rec.get(g.get("list_field"))))
+        return any(str(x) not in held for x in (want if isinstance(want, list) else [want]))
+    if op == "unchanged":
+        v = args.get(g.get("arg"), _MISSING)
+        if v is _MISSING or v is None:
+            return False
+        have = rec.get(g.get("field"))
+        if isinstance(v, list) or isinstance(have, list):
+            return _size(v) != _size(have)
+        return _norm(v) != _norm(have) if have is not None else False
+    if op == "covers":
+        want, have = _size(args.get(g.get("arg"))), _size(rec.get(g.get("field")))
+        if want is None or have is None:
+            return False
+        return want > have if g.get("side", "max") == "max" else want < have
+    return False
+
+
+def refusal(guards: list[dict] | None, state: Any, args: dict) -> tuple[str, str] | None:
+    """(rule_id, error text) of the first guard the call breaks; None when it keeps them all."""
+    for g in guards or ():
+        try:
+            bad = broken(g, state, args)
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError):
+            bad = False  # a value the guard cannot read: it refuses only what it can show breaks the rule
+        if bad:
+            rid = str(g.get("rule_id") or "")
+            return rid, f"policy rule {rid}: {g.get('message') or g.get('op')}"
+    return None
+
+
+def after_call(guards: list[dict] | None, state: Any, args: dict) -> None:
+    """After a successful call: each ``count_limit`` guard's counter on its record goes up by one."""
+    for g in guards or ():
+        if g.get("op") != "count_limit":
+            continue
+        rec = _record(g, state, args)
+        if rec is not None and hasattr(rec, "__setitem__"):
+            n = _size(rec.get(g["counter"])) or 0.0
+            rec[g["counter"]] = int(n) + 1
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def _other(values: list, enum: list | None) -> Any:
+    """A value that is none of ``values`` (from the enum where there is one)."""
+    taken = {_norm(v) for v in values}
+    for e in enum or ():
+        if _norm(e) not in taken:
+            return e
+    return "not_" + str(values[0] if values else "allowed")
+
+
+def _fill(have: Any, n: int) -> Any:
+    """A list of ``n`` elements shaped like ``have``'s (a number when ``have`` is one)."""
+    if isinstance(have, list):
+        proto = have[0] if have else "X0001"
+        return [copy.deepcopy(proto) if isinstance(proto, dict) else f"{proto}-{k}" if k else proto for k in range(n)]
+    if isinstance(have, dict):
+        return {f"k{k}": copy.deepcopy(next(iter(have.values()), {})) for k in range(n)}
+    return n
+
+
+def _stamp(dt: datetime, like: Any) -> str:
+    return dt.strftime("%Y-%m-%d") if isinstance(like, str) and len(like) <= 10 else dt.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = None) -> None:
+    """Change ``state`` / ``args`` in place so that the call keeps (``keep``) or breaks guard ``g``."""
+    op = g.get("op")
+    if op == "arg_limit":
+        v = args.get(g["arg"])
+        lo, hi = g.get("min"), g.get("max")
+        n = (hi if hi is not None else lo) if keep else (float(hi) + 1 if hi is not None else float(lo) - 1)
+        if keep and lo is not None and hi is not None:
+            n = hi
+        n = int(n) if float(n).is_integer() else n
+        args[g["arg"]] = _fill(v, int(n)) if isinstance(v, list) else n
+        return
+    if op in ("arg_not", "arg_in"):
+        vals = list(g.get("values") or [])
+        bad = (op == "arg_not") != keep
+        args[g["arg"]] = vals[0] if bad else _other(vals, enum)
+        return
+    rec = _record(g, state, args)
+    if rec is None:
+        return
+    if op == "status":
+        f = g.get("field") or "status"
+        allowed, forbidden = list(g.get("allowed") or []), list(g.get("forbidden") or [])
+        if keep:
+            rec[f] = allowed[0] if allowed else _other(forbidden, enum)
+        else:
+            rec[f] = forbidden[0] if forbidden else _other(allowed, enum)
+    elif op == "record_limit":
+        extra = args.get(g["arg"]) if g.get("arg") else None
+        add = int(_size(extra) or 0) if extra is not None else int(g.get("add", 1))
+        room = int(float(g["max"])) - add
+        rec[g["field"]] = _fill(rec.get(g["field"]), max(0, room if keep else room + 1))
+    elif op == "count_limit":
+        rec[g["counter"]] = 0 if keep else int(float(g["max"]))
+    elif op == "window":
+        now, span = datetime.fromisoformat(NOW), _span(g)
+        since = g.get("direction", "since") == "since"
+        if since:
+            t = now - (span / 2 if keep else span + timedelta(days=1))
+        else:
+            t = now + (span + timedelta(days=30) if keep else (span / 2 if span else -timedelta(days=1)))
+        rec[g["field"]] = _stamp(t, rec.get(g["field"]))
+    elif op == "owned":
+        have = rec.get(g["owner_field"])
+        args[g["owner_arg"]] = have if keep else f"{have}-other"
+    elif op == "member":
+        held = _ids(rec.get(g["list_field"]))
+        if keep:
+            if held:
+                args[g["item_arg"]] = held[0]
+            else:
+                rec[g["list_field"]] = [args.get(g["item_arg"])]
+        else:
+            args[g["item_arg"]] = "not-in-" + str(args.get(g["id_arg"]))
+    elif op == "unchanged":
+        have = rec.get(g["field"])
+        if keep:
+            args[g["arg"]] = copy.deepcopy(have)
+        elif isinstance(have, list):
+            args[g["arg"]] = list(have) + [copy.deepcopy(have[0]) if have else "extra"]
+        elif isinstance(have, (int, float)) and not isinstance(have, bool):
+            args[g["arg"]] = have + 1
+        else:
+            args[g["arg"]] = f"{have}-changed"
+    elif op == "covers":
+        have = _size(rec.get(g["field"])) or 0.0
+        up = g.get("side", "max") == "max"
+        v = have if keep else (have + 1 if up else max(0.0, have - 1) if have >= 1 else -1.0)
+        args[g["arg"]] = int(v) if float(v).is_integer() else round(v, 2)
+
+
+def _enum(g: dict, enums: dict[str, list] | None) -> list | None:
+    """The values a guard's subject can take: an argument's enum (``"arg:<name>"``), else the collection's statuses."""
+    key = f"arg:{g['arg']}" if g.get("op") in ("arg_not", "arg_in") else g.get("collection")
+    return (enums or {}).get(key)
+
+
+def probe_cases(guards: list[dict], g: dict, state: dict, args: dict,
+                enums: dict[str, list] | None = None) -> tuple[tuple[dict, dict], tuple[dict, dict]]:
+    """((state, args) that keep every guard of the tool, (state, args) that break only ``g``), from a
+    sample state and a call's arguments. ``enums``: collection -> the status field's values, and
+    ``"arg:<name>"`` -> an argument's enum."""
+    def build(keep_g: bool) -> tuple[dict, dict]:
+        st, a = copy.deepcopy(state), copy.deepcopy(args)
+        if g.get("id_arg") and g["id_arg"] not in a:
+            recs = st.get(g.get("collection")) or {}
+            if recs:
+                a[g["id_arg"]] = next(iter(recs))
+        for other in guards:
+            if other is not g:
+                shape(other, st, a, keep=True, enum=_enum(other, enums))
+        shape(g, st, a, keep=keep_g, enum=_enum(g, enums))
+        return st, a
+
+    return build(True), build(False)

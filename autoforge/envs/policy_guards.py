@@ -1,0 +1,212 @@
+"""Policy rules into an environment: guards on its tools, rule rows, and a probe of every guard.
+
+The rules of a tool set's policy documents (:func:`autoforge.domain.policy.read_policy`) and the
+limits its tools' own prose states that the templates do not write into the code
+(:func:`autoforge.domain.policy.prose_policy_rules`) come as :class:`ParsedRule` records over the
+canonical names (snake_case, ids as ``<entity>_id``). Here they become:
+
+- :func:`bind`: per public tool name, its guards (the rule engine's data,
+  :mod:`autoforge.envs.guards`), the canonical argument names mapped to the public ones; a rule
+  whose check names an argument a tool lacks is not bound to that tool;
+- :func:`rule_rows`: one :class:`~autoforge.types.ToolRule` per rule (``runtime``, ``judged`` or
+  ``not enforced`` with why), ids given once the environment id is known;
+- :func:`probe_guards`: every guard probed in the sandbox: a call that breaks it is refused with
+  its rule id and leaves the state hash unchanged, the nearest call that keeps it succeeds.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoforge.domain.rule_kinds import ParsedRule
+from autoforge.envs.guards import RECORD_OPS, probe_cases
+from autoforge.envs.smoke import describe, smoke_arguments
+from autoforge.tooldocs.schema import props, unwrap
+from autoforge.types import PolicyDoc, StateSchema, ToolCode, ToolRule, ToolSpec, content_id
+
+ARG_KEYS = ("id_arg", "arg", "owner_arg", "item_arg")  # the keys of a guard that name an argument
+MAX_PROBE_TRIES = 8  # sample records tried as a probe's subject
+
+
+@dataclass
+class Bound:
+    """One rule bound to an environment's tools: the parsed rule and, per public tool, its check."""
+
+    rule: ParsedRule
+    checks: dict[str, dict] = field(default_factory=dict)  # public tool name -> guard / judged check
+    why: str | None = None  # bound to no tool although it has a check: why
+
+
+def read_rules(cspecs: list[ToolSpec], plans: dict, schema: StateSchema, policies: list[PolicyDoc],
+               prose: dict[str, list[ParsedRule]]) -> list[ParsedRule]:
+    """Every policy rule of the tool set: its documents' (in source order) and the tools' own prose ones
+    (``prose``: canonical tool name -> the rules read from that tool's sentences)."""
+    from autoforge.domain.policy import read_policy
+
+    out: list[ParsedRule] = []
+    for doc in sorted(policies, key=lambda d: d.source):
+        out += read_policy(doc.text, doc.source, cspecs, plans, schema)
+    for name in sorted(prose):
+        out += prose[name]
+    return out
+
+
+def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec]) -> list[Bound]:
+    """Each rule's check per public tool name, its argument names the public ones."""
+    public_tool = {c.name: s.name for c, s in zip(cspecs, specs)}
+    public_args = {c.name: dict(zip(props(c.parameters), props(s.parameters))) for c, s in zip(cspecs, specs)}
+    out = []
+    for r in rules:
+        b = Bound(r)
+        if r.check is not None and r.enforcement in ("runtime", "judged"):
+            for t in r.tools:
+                if t not in public_tool:
+                    continue
+                names = public_args[t]
+                check = copy.deepcopy(r.check)
+                missing = [check[k] for k in ARG_KEYS if isinstance(check.get(k), str) and check[k] not in names]
+                if r.enforcement == "runtime" and missing:
+                    continue
+                for k in ARG_KEYS:
+                    if isinstance(check.get(k), str):
+                        check[k] = names[check[k]]
+                if isinstance(check.get("tools"), list):  # a judged check's tool lists
+                    check["tools"] = [public_tool.get(x, x) for x in check["tools"]]
+                if isinstance(check.get("via"), list):
+                    check["via"] = [public_tool.get(x, x) for x in check["via"]]
+                b.checks[public_tool[t]] = check
+            if not b.checks:
+                b.why = ("no tool it names has the arguments its check reads" if r.tools
+                         else "it names no tool of this tool set")
+        out.append(b)
+    return out
+
+
+def guards_by_tool(bound: list[Bound], env_id: str | None) -> dict[str, list[dict]]:
+    """Public tool name -> its runtime guards, each with its rule's id (none while ``env_id`` is None:
+    the environment id hashes the guards without their ids)."""
+    out: dict[str, list[dict]] = {}
+    for k, b in enumerate(bound):
+        if b.rule.enforcement != "runtime":
+            continue
+        for tool, check in b.checks.items():
+            g = {**check, "tool": tool, "message": _message(b.rule)}
+            if env_id is not None:
+                g["rule_id"] = rule_id(env_id, b.rule, k)
+            out.setdefault(tool, []).append(g)
+    return out
+
+
+def _message(r: ParsedRule) -> str:
+    return " ".join(r.text.split())[:300]
+
+
+def rule_id(env_id: str, r: ParsedRule, k: int) -> str:
+    return content_id("rule", env_id, r.source, r.offset, k, r.kind, r.text)
+
+
+def rule_rows(env_id: str, bound: list[Bound], specs: list[ToolSpec], run_id: str | None) -> list[ToolRule]:
+    """One row per rule: runtime / judged where it is bound to a tool, else not enforced with why."""
+    tool_id = {s.name: s.tool_id for s in specs}
+    rows = []
+    for k, b in enumerate(bound):
+        r = b.rule
+        tools = list(b.checks)
+        enforced = r.enforcement in ("runtime", "judged") and bool(tools)
+        first = next(iter(b.checks.values()), None)
+        rows.append(ToolRule(
+            rule_id=rule_id(env_id, r, k), env_id=env_id, tool_id=tool_id.get(tools[0], "") if tools else "",
+            tool=tools[0] if tools else "", kind=r.kind, text=r.text[:2000], field=r.field, values=list(r.values),
+            enforcement=r.enforcement if enforced else "not enforced", probe="none", run_id=run_id,
+            source=r.source, source_offset=r.offset, tools=tools, guard=first if enforced else None,
+            why=None if enforced else (b.why or r.why or "not read into a check")))
+    return rows
+
+
+# --------------------------------------------------------------------------- probes
+
+
+def _enums(tool: ToolCode, schema: StateSchema) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for c in schema.collections:
+        sf = next((f for f in c.fields if f.name == "status"), None)
+        if sf is not None and sf.enum:
+            out[c.name] = list(sf.enum)
+    for p, s in props(tool.parameters).items():
+        s = unwrap(s) if isinstance(s, dict) else {}
+        if isinstance(s.get("enum"), list):
+            out[f"arg:{p}"] = list(s["enum"])
+    return out
+
+
+def probe_guard(env: Any, tool: ToolCode, spec: ToolSpec, g: dict, state: dict, schema: StateSchema,
+                kind: str) -> tuple[str, str]:
+    """(passed | failed, what was seen) for one guard of ``tool``."""
+    guards = list(tool.guards)
+    enums = _enums(tool, schema)
+    coll = g.get("collection") if g.get("op") in RECORD_OPS else tool.collection
+    last = "no call"
+    for idx in range(MAX_PROBE_TRIES):
+        args = smoke_arguments(spec, state, schema, coll or tool.collection, kind, idx, tool.arg_map)
+        (keep_st, keep_args), (bad_st, bad_args) = probe_cases(guards, g, state, args, enums)
+        env.reset(keep_st)
+        kept = env.call(tool.name, keep_args)
+        if not kept.ok:
+            last = f"the call that keeps it was refused: {kept.to_text()[:200]}"
+            if kept.rule_id == g["rule_id"]:
+                return "failed", f"the guard refused a call that keeps it: {kept.to_text()[:200]}"
+            continue
+        env.reset(bad_st)
+        before = env.state_hash()
+        broke = env.call(tool.name, bad_args)
+        if broke.ok or broke.rule_id != g["rule_id"]:
+            return "failed", f"a call that breaks it was not refused by the rule: {broke.to_text()[:200]}"
+        if env.state_hash() != before:
+            return "failed", "the refused call changed the state"
+        return "passed", f"refused: {broke.to_text()[:160]}; the call that keeps it succeeded"
+    return "failed", last
+
+
+def probe_guards(tools: list[ToolCode], specs: list[ToolSpec], rows: list[ToolRule], state: dict,
+                 schema: StateSchema, kinds: dict[str, str], env_id: str) -> list[ToolRule]:
+    """Every runtime rule probed on every tool it guards (passed when all its tools' probes pass)."""
+    from autoforge.envs.runtime import Environment
+
+    accepted = [t for t in tools if t.status == "accepted"]
+    by_name = {t.name: t for t in accepted}
+    spec_of = {s.name: s for s in specs}
+    todo = [r for r in rows if r.enforcement == "runtime"]
+    if not todo or not any(t.guards for t in accepted):
+        return rows
+    seen: dict[str, list[tuple[str, str]]] = {}
+    env = None
+    try:
+        for t in accepted:
+            for g in t.guards:
+                try:
+                    env = env or Environment(accepted, env_id=env_id)
+                    res = probe_guard(env, t, spec_of[t.name], g, state, schema, kinds.get(t.name, "update"))
+                except Exception as exc:  # noqa: BLE001 - a probe that cannot run fails its rule, not the stage
+                    if env is not None:
+                        env.close()
+                    env = None
+                    res = ("failed", f"the probe of {t.name} raised {describe(exc)}")
+                seen.setdefault(g["rule_id"], []).append((t.name, *res))
+    finally:
+        if env is not None:
+            env.close()
+    out = []
+    for r in rows:
+        got = seen.get(r.rule_id)
+        if r.enforcement == "runtime" and got:
+            ok = all(res == "passed" for _, res, _ in got)
+            detail = "; ".join(f"{name}: {d}" for name, _, d in got)
+            r = r.model_copy(update={"probe": "passed" if ok else "failed", "probe_detail": detail[:1000]})
+        elif r.enforcement == "runtime":
+            tools_left = [x for x in r.tools if x in by_name]
+            r = r.model_copy(update={"probe": "failed", "probe_detail": "no accepted tool carries its guard"
+                                     if not tools_left else "not probed"})
+        out.append(r)
+    return out
