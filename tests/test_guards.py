@@ -165,3 +165,24 @@ def test_synthesis_carries_policy_guards_on_the_code_and_probes_them(monkeypatch
         obs = env.call("modify_booking_dates", {"booking_id": booking["booking_id"], "check_in": "2025-03-01",
                                                 "check_out": "2025-03-04"})
         assert obs.rule_id == rid and not obs.ok
+
+
+def test_check_problem_validates_a_check_against_the_tool_and_the_schema():
+    """The offline reader's checks and the LLM backend's pass one validation (policy_guards.check_problem)."""
+    from autoforge.envs.policy_guards import check_problem
+    from autoforge.types import CollectionSpec, FieldSpec, StateSchema
+
+    schema = StateSchema(collections=[CollectionSpec(name="loans", entity="loan", primary_key="loan_id", id_prefix="L",
+                                                     fields=[FieldSpec(name="loan_id"), FieldSpec(name="status"),
+                                                             FieldSpec(name="copies", type="integer")])])
+    params = ["loan_id", "weeks"]
+    ok = {"op": "record_limit", "collection": "loans", "id_arg": "loan_id", "field": "copies", "max": 3}
+    assert check_problem(ok, params, schema, "runtime") is None
+    assert "no field of loans" in check_problem({**ok, "field": "pages"}, params, schema, "runtime")
+    assert "not in the state schema" in check_problem({**ok, "collection": "books"}, params, schema, "runtime")
+    assert "no argument of the tool" in check_problem({**ok, "id_arg": "book_id"}, params, schema, "runtime")
+    assert "max must be a number" in check_problem({**ok, "max": "three"}, params, schema, "runtime")
+    assert "needs max or min" in check_problem({"op": "arg_limit", "arg": "weeks"}, params, schema, "runtime")
+    assert "op 'teleport'" in check_problem({"op": "teleport"}, params, schema, "runtime")
+    assert check_problem({"op": "identify_first", "tools": ["renew_loan"]}, params, schema, "judged") is None
+    assert "judged op" in check_problem({"op": "arg_limit"}, params, schema, "judged")

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from autoforge.domain.rule_kinds import ParsedRule
 from autoforge.envs.guards import RECORD_OPS, probe_cases
@@ -53,8 +55,96 @@ def read_rules(cspecs: list[ToolSpec], plans: dict, schema: StateSchema, policie
     return out
 
 
-def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec]) -> list[Bound]:
-    """Each rule's check per public tool name, its argument names the public ones."""
+# --------------------------------------------------------------------------- the LLM backend
+
+
+class RuleReply(BaseModel):
+    """One rule as the LLM backend gives it (prompt ``policy_rules``): the same fields as the offline reader's."""
+
+    kind: str
+    text: str
+    tools: list[str] = Field(default_factory=list)
+    enforcement: Literal["runtime", "judged", "not enforced"] = "not enforced"
+    check: dict[str, Any] | None = None
+    why: str | None = None
+
+
+class PolicyRulesReply(BaseModel):
+    rules: list[RuleReply] = Field(default_factory=list)
+
+
+def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSchema,
+              policies: list[PolicyDoc]) -> list[ParsedRule]:
+    """The rules of each policy document, read by the LLM into the offline reader's records (public
+    names throughout). A kind the registry does not know becomes ``unparsed``; the checks are validated
+    by :func:`bind` and probed like the offline ones."""
+    from autoforge.domain.rule_kinds import RULE_KINDS
+    from autoforge.envs import prompts
+
+    schema_json = schema.model_dump(mode="json", exclude_none=True)
+    out: list[ParsedRule] = []
+    for doc in sorted(policies, key=lambda d: d.source):
+        reply = client.structured("policy_rules", prompts.policy_rules(toolset, specs, schema_json, doc.text),
+                                  PolicyRulesReply)
+        for r in reply.rules:
+            kind = r.kind if r.kind in RULE_KINDS else "unparsed"
+            at = doc.text.find(r.text[:80])
+            out.append(ParsedRule(kind, r.text, None, [], r.enforcement if r.check is not None else "not enforced",
+                                  source=doc.source, offset=at if at >= 0 else None, tools=list(r.tools),
+                                  check=r.check, why=r.why or (None if r.check is not None else "the LLM gave no check")))
+    return out
+
+
+# --------------------------------------------------------------------------- validation
+
+JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when")
+_KEYS = {"status": ("collection", "id_arg"), "arg_limit": ("arg",), "arg_not": ("arg", "values"),
+         "arg_in": ("arg", "values"), "record_limit": ("collection", "id_arg", "field", "max"),
+         "count_limit": ("collection", "id_arg", "counter", "max"), "window": ("collection", "id_arg", "field"),
+         "owned": ("collection", "id_arg", "owner_field", "owner_arg"),
+         "member": ("collection", "id_arg", "list_field", "item_arg"),
+         "unchanged": ("collection", "id_arg", "field", "arg"), "covers": ("collection", "id_arg", "field", "arg")}
+_FIELD_KEYS = ("field", "owner_field", "list_field")  # keys naming a field the collection must have
+
+
+def check_problem(check: Any, params: list[str], schema: StateSchema, enforcement: str) -> str | None:
+    """Why ``check`` is no valid guard (runtime) or judged check for a tool with ``params`` over ``schema``;
+    None when it is one. The offline reader's checks and the LLM's pass the same test."""
+    if not isinstance(check, dict):
+        return "the check is not an object"
+    op = check.get("op")
+    if enforcement == "judged":
+        return None if op in JUDGED_OPS else f"judged op {op!r} is none of {', '.join(JUDGED_OPS)}"
+    if op not in _KEYS:
+        return f"op {op!r} is none of {', '.join(_KEYS)}"
+    missing = [k for k in _KEYS[op] if check.get(k) in (None, "", [])]
+    if op == "arg_limit" and check.get("max") is None and check.get("min") is None:
+        missing.append("max or min")
+    if op == "status" and not (check.get("allowed") or check.get("forbidden")):
+        missing.append("allowed or forbidden")
+    if missing:
+        return f"{op} needs {', '.join(missing)}"
+    for k in ("max", "min", "days", "hours"):
+        if check.get(k) is not None and (isinstance(check[k], bool) or not isinstance(check[k], (int, float))):
+            return f"{k} must be a number, got {check[k]!r}"
+    for k in ARG_KEYS:
+        if check.get(k) is not None and check[k] not in params:
+            return f"{k} {check[k]!r} is no argument of the tool (its arguments: {', '.join(params) or 'none'})"
+    if "collection" in _KEYS[op]:
+        coll = next((c for c in schema.collections if c.name == check["collection"]), None)
+        if coll is None:
+            return f"collection {check['collection']!r} is not in the state schema"
+        names = {f.name for f in coll.fields}
+        for k in _FIELD_KEYS:
+            if k in check and check[k] not in names and not (op == "status" and k == "field"):
+                return f"{k} {check[k]!r} is no field of {coll.name}"
+    return None
+
+
+def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec],
+         schema: StateSchema | None = None) -> list[Bound]:
+    """Each rule's check per public tool name, its argument names the public ones; with ``schema``, a
+    check that fails :func:`check_problem` for a tool is not bound to it (the rule's ``why`` says so)."""
     public_tool = {c.name: s.name for c, s in zip(cspecs, specs)}
     public_args = {c.name: dict(zip(props(c.parameters), props(s.parameters))) for c, s in zip(cspecs, specs)}
     out = []
@@ -69,6 +159,9 @@ def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec])
                 missing = [check[k] for k in ARG_KEYS if isinstance(check.get(k), str) and check[k] not in names]
                 if r.enforcement == "runtime" and missing:
                     continue
+                if schema is not None and (problem := check_problem(check, list(names), schema, r.enforcement)):
+                    b.why = f"its check does not hold for {public_tool[t]}: {problem}"
+                    continue
                 for k in ARG_KEYS:
                     if isinstance(check.get(k), str):
                         check[k] = names[check[k]]
@@ -77,7 +170,7 @@ def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec])
                 if isinstance(check.get("via"), list):
                     check["via"] = [public_tool.get(x, x) for x in check["via"]]
                 b.checks[public_tool[t]] = check
-            if not b.checks:
+            if not b.checks and b.why is None:
                 b.why = ("no tool it names has the arguments its check reads" if r.tools
                          else "it names no tool of this tool set")
         out.append(b)

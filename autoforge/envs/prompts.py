@@ -109,3 +109,31 @@ def tool_repair(tool: Any, schema: Any, source: str, failure: str, *, contract: 
     if repair > 1:
         payload["note"] = f"repair {repair}: the previous repair failed its check too; try a different fix"
     return msgs(system, payload)
+
+
+def _guard_forms() -> str:
+    """The guard forms the rule engine checks, told to the LLM (from :mod:`autoforge.envs.guards`'s table)."""
+    from autoforge.envs import guards
+
+    doc = guards.__doc__ or ""
+    return doc[doc.index("====="):doc.rindex("=====") + 5] if "=====" in doc else ", ".join(guards.OPS)
+
+
+@register("policy_rules")
+def policy_rules(toolset: str, tools: list[Any], schema: Any, policy: str) -> list[dict]:
+    """A tool set's policy text + its tools and state schema -> its rules as typed records with checks."""
+    system = (
+        "You read the business policy of a tool-using service and list every rule it states, one record per "
+        "rule: `kind` (source_status, time_window, cross_record, quantity_limit, count_limit, money, "
+        "prohibition, conversation, or unparsed), `text` (the sentence, verbatim), `tools` (the names of the "
+        "tools it governs), `enforcement` (runtime: a tool call can break it and `check` says how; judged: a "
+        "conversation rule; not enforced: give `why`), and `check`. A runtime check is one of these forms, "
+        "with `op` and its keys; `collection` and `field` name the state schema's collections and fields, "
+        "`id_arg`, `arg`, `owner_arg` and `item_arg` name the tool's arguments:\n" + _guard_forms() + "\n"
+        "A judged check is {\"op\": \"identify_first\", \"tools\": [writes], \"via\": [lookup tools]} or "
+        "{\"op\": \"confirm_first\", \"tools\": [writes]}. List rules you cannot express as "
+        "`not enforced` with `why`; never drop one. Every check is validated against the tools and the "
+        "schema and probed in a sandbox: a call that breaks it must be refused, one that keeps it must succeed."
+    )
+    return msgs(system, {"toolset": toolset, "tools": [tool_brief(t) for t in tools], "state_schema": schema,
+                         "policy": policy})

@@ -49,6 +49,7 @@ from autoforge.domain.state import offline_state_schema
 from autoforge.domain.tool_kinds import special_kind, tool_kind
 from autoforge.domain.tools import analyze_tool
 from autoforge.domain.policy import prose_policy_rules
+from autoforge.domain.rule_kinds import ParsedRule
 from autoforge.envs import policy_guards, prompts, pynames
 from autoforge.envs.checks import CheckResult, check_tool
 from autoforge.envs.code.compute import compute_draft
@@ -181,7 +182,7 @@ def synthesize_environment(toolset: ToolSet, specs: list[ToolSpec], *, client: A
     try:
         if offline:
             return _synthesize_offline(toolset, specs, run_id, policies or [])
-        return _synthesize_llm(toolset, specs, client, run_id, settings)
+        return _synthesize_llm(toolset, specs, client, run_id, settings, policies or [])
     except Exception as exc:  # noqa: BLE001 - one broken environment is its failure, not the stage's
         return failed_environment(toolset, backend, exc, run_id)
 
@@ -224,7 +225,7 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
         drafts = [compute_draft(c, d, pub) or d for c, d, pub in zip(cspecs, drafts, publics)]
     # policy rules and the prose limits the templates leave out: guards the rule engine checks
     prose = {c.name: prose_policy_rules(c, plans[c.name], schema, cspecs, plans) for c in cspecs}
-    bound = policy_guards.bind(policy_guards.read_rules(cspecs, plans, schema, policies, prose), cspecs, specs)
+    bound = policy_guards.bind(policy_guards.read_rules(cspecs, plans, schema, policies, prose), cspecs, specs, schema)
     unsigned = policy_guards.guards_by_tool(bound, None)
     env_id = _env_id(toolset, schema, [d.source for d in drafts] + ([canonical_json(unsigned)] if unsigned else []))
     guards = policy_guards.guards_by_tool(bound, env_id)
@@ -317,7 +318,8 @@ def _finish(toolset: ToolSet, backend: str, schema: StateSchema, state: dict, en
 # --------------------------------------------------------------------------- LLM backend
 
 
-def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id: str | None, settings: Any) -> SynthesisResult:
+def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id: str | None, settings: Any,
+                    policies: list[PolicyDoc]) -> SynthesisResult:
     backend = f"openai:{getattr(client, 'model', 'unknown')}"
     try:
         schema = normalize_schema(client.structured("state_schema", prompts.state_schema(toolset.name, specs), StateSchema))
@@ -367,13 +369,26 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
                                            repair=attempt, **names)
         assert tool is not None
         pending.append((spec, tool, failures))
-    env_id = _env_id(toolset, schema, [t.source for _, t, _ in pending])
+    # the policy's rules, read by the LLM into the same records, validated and probed as the offline ones
+    try:
+        read = policy_guards.llm_rules(client, toolset.name, specs, schema, policies) if policies else []
+    except (LLMError, ConfigError) as e:
+        read = [ParsedRule("unparsed", f"(the policy documents of {toolset.name})", why=f"reading the policy failed: {e}"[:500],
+                           source=policies[0].source)]
+    bound = policy_guards.bind(read, specs, specs, schema)
+    unsigned = policy_guards.guards_by_tool(bound, None)
+    env_id = _env_id(toolset, schema, [t.source for _, t, _ in pending] + ([canonical_json(unsigned)] if unsigned else []))
+    guards = policy_guards.guards_by_tool(bound, env_id)
     tools, rejections = [], []
     for spec, tool, failures in pending:
-        tools.append(tool.model_copy(update={"env_id": env_id, "code_id": content_id("code", env_id, spec.name, tool.source)}))
+        tools.append(tool.model_copy(update={"env_id": env_id, "code_id": content_id("code", env_id, spec.name, tool.source),
+                                             "guards": guards.get(spec.name, [])}))
         rejections += [_rejection(env_id, spec, res, attempt, run_id) for res, attempt in failures]
     result = _finish(toolset, backend, schema, state, env_id, tools, rejections, run_id)
     result.rules = _llm_rules(env_id, specs, tools, state, schema, run_id)
+    kinds = {t.name: "create" if t.kind == "create" else "llm" for t in tools}
+    result.rules += policy_guards.probe_guards(tools, specs, policy_guards.rule_rows(env_id, bound, specs, run_id),
+                                               state, schema, kinds, env_id)
     return result
 
 
