@@ -40,7 +40,10 @@ def status_rules(text: str, enum: list[str], entity: str, target: str | None = N
     allowed: list[str] = []
     forbidden: list[str] = []
     ent_words = {entity.split("_")[-1], nm.plural(entity.split("_")[-1])}
-    for k, sentence in enumerate(re.split(r"[.;!?]+", (text or "").lower())):
+    # a parenthetical restates the status ("only while still pending (not yet shipped)"): its
+    # negation is not the sentence's
+    text = re.sub(r"\((?:not yet|not|no longer|i\.e\.?|e\.g\.?|that is)\b[^)]*\)", " ", text or "", flags=re.I)
+    for k, sentence in enumerate(re.split(r"[.;!?]+", text.lower())):
         flat = " " + re.sub(r"[-_'\"`]+", " ", sentence) + " "
         words_ = flat.split()
         negated = any(w in NEGATIONS for w in words_) or "n't" in sentence

@@ -230,9 +230,9 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
     if op == "arg_limit":
         v = args.get(g["arg"])
         lo, hi = g.get("min"), g.get("max")
+        if keep and v is not None and not broken(g, state, args):
+            return  # the call's own value keeps the limit (the nearest call that keeps it)
         n = (hi if hi is not None else lo) if keep else (float(hi) + 1 if hi is not None else float(lo) - 1)
-        if keep and lo is not None and hi is not None:
-            n = hi
         n = int(n) if float(n).is_integer() else n
         args[g["arg"]] = _fill(v, int(n)) if isinstance(v, list) else n
         return
@@ -268,7 +268,7 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         rec[g["field"]] = _stamp(t, rec.get(g["field"]))
     elif op == "owned":
         have = rec.get(g["owner_field"])
-        args[g["owner_arg"]] = have if keep else f"{have}-other"
+        args[g["owner_arg"]] = have if keep else _other_owner(state, g["owner_field"], have)
     elif op == "member":
         held = _ids(rec.get(g["list_field"]))
         if keep:
@@ -295,6 +295,16 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         args[g["arg"]] = int(v) if float(v).is_integer() else round(v, 2)
 
 
+def _other_owner(state: dict, key: str, have: Any) -> Any:
+    """Another record's id of the collection keyed by ``key`` (a real one, so the call passes its schema)."""
+    for recs in state.values():
+        if isinstance(recs, dict):
+            for k, r in recs.items():
+                if isinstance(r, dict) and key in r and str(r[key]) == str(k) and str(k) != str(have):
+                    return r[key]
+    return f"{have}-other"
+
+
 def _enum(g: dict, enums: dict[str, list] | None) -> list | None:
     """The values a guard's subject can take: an argument's enum (``"arg:<name>"``), else the collection's statuses."""
     key = f"arg:{g['arg']}" if g.get("op") in ("arg_not", "arg_in") else g.get("collection")
@@ -316,6 +326,12 @@ def probe_cases(guards: list[dict], g: dict, state: dict, args: dict,
             if other is not g:
                 shape(other, st, a, keep=True, enum=_enum(other, enums))
         shape(g, st, a, keep=keep_g, enum=_enum(g, enums))
+        step = (enums or {}).get(f"step:{g.get('arg')}") if g.get("op") == "arg_limit" else None
+        if step and isinstance(a.get(g["arg"]), (int, float)) and not isinstance(a[g["arg"]], bool):
+            v, k = float(a[g["arg"]]), float(step[0])  # a documented multipleOf: the nearest multiple outward
+            lo = g.get("min") is not None and g.get("max") is None
+            n = (v // k) * k if (keep_g != lo) else -(-v // k) * k
+            a[g["arg"]] = int(n) if n.is_integer() else n
         return st, a
 
     return build(True), build(False)

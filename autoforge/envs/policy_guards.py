@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from autoforge.domain.rule_kinds import ParsedRule
 from autoforge.envs.guards import RECORD_OPS, probe_cases
+from autoforge.envs.guards import broken as guard_broken
 from autoforge.envs.smoke import describe, smoke_arguments
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import PolicyDoc, StateSchema, ToolCode, ToolRule, ToolSpec, content_id
@@ -231,6 +232,8 @@ def _enums(tool: ToolCode, schema: StateSchema) -> dict[str, list]:
         s = unwrap(s) if isinstance(s, dict) else {}
         if isinstance(s.get("enum"), list):
             out[f"arg:{p}"] = list(s["enum"])
+        if isinstance(s.get("multipleOf"), (int, float)) and s["multipleOf"] > 0:
+            out[f"step:{p}"] = [s["multipleOf"]]
     return out
 
 
@@ -254,7 +257,10 @@ def probe_guard(env: Any, tool: ToolCode, spec: ToolSpec, g: dict, state: dict, 
         env.reset(bad_st)
         before = env.state_hash()
         broke = env.call(tool.name, bad_args)
-        if broke.ok or broke.rule_id != g["rule_id"]:
+        # a call that breaks it may break an overlapping rule checked first ("only confirmed" before
+        # "not cancelled"): refused by that rule, it still has to break this one
+        overlapping = broke.rule_id not in (None, g["rule_id"]) and guard_broken(g, bad_st, bad_args)
+        if broke.ok or (broke.rule_id != g["rule_id"] and not overlapping):
             return "failed", f"a call that breaks it was not refused by the rule: {broke.to_text()[:200]}"
         if env.state_hash() != before:
             return "failed", "the refused call changed the state"
@@ -303,3 +309,17 @@ def probe_guards(tools: list[ToolCode], specs: list[ToolSpec], rows: list[ToolRu
                                      if not tools_left else "not probed"})
         out.append(r)
     return out
+
+
+def drop_failed(tools: list[ToolCode], rows: list[ToolRule]) -> tuple[list[ToolCode], list[ToolRule]]:
+    """A runtime rule whose probe failed guards nothing: its guard leaves the tools (it could refuse a
+    call that keeps the rule), its row says ``not enforced`` with the probe's finding."""
+    failed = {r.rule_id for r in rows if r.enforcement == "runtime" and r.probe == "failed"}
+    if not failed:
+        return tools, rows
+    tools = [t.model_copy(update={"guards": [g for g in t.guards if g.get("rule_id") not in failed]})
+             if any(g.get("rule_id") in failed for g in t.guards) else t for t in tools]
+    rows = [r.model_copy(update={"enforcement": "not enforced",
+                                 "why": f"its probe failed, so it guards nothing: {r.probe_detail or ''}"[:1000]})
+            if r.rule_id in failed else r for r in rows]
+    return tools, rows

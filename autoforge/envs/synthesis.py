@@ -251,8 +251,10 @@ def _synthesize_offline(toolset: ToolSet, specs: list[ToolSpec], run_id: str | N
         d.rules = [r for r in d.rules if not (r.kind in ("constraint", "unparsed") and r.text in replaced[c.name])]
     result.rules = _offline_rules(env_id, specs, drafts, tools, state, schema, plans, cspecs, run_id)
     kinds = {s.name: plans[c.name].kind for s, c in zip(specs, cspecs)}
-    result.rules += policy_guards.probe_guards(tools, specs, policy_guards.rule_rows(env_id, bound, specs, run_id),
+    probed = policy_guards.probe_guards(tools, specs, policy_guards.rule_rows(env_id, bound, specs, run_id),
                                                state, schema, kinds, env_id)
+    result.tools, probed = policy_guards.drop_failed(result.tools, probed)
+    result.rules += probed
     return result
 
 
@@ -387,8 +389,10 @@ def _synthesize_llm(toolset: ToolSet, specs: list[ToolSpec], client: Any, run_id
     result = _finish(toolset, backend, schema, state, env_id, tools, rejections, run_id)
     result.rules = _llm_rules(env_id, specs, tools, state, schema, run_id)
     kinds = {t.name: "create" if t.kind == "create" else "llm" for t in tools}
-    result.rules += policy_guards.probe_guards(tools, specs, policy_guards.rule_rows(env_id, bound, specs, run_id),
+    probed = policy_guards.probe_guards(tools, specs, policy_guards.rule_rows(env_id, bound, specs, run_id),
                                                state, schema, kinds, env_id)
+    result.tools, probed = policy_guards.drop_failed(result.tools, probed)
+    result.rules += probed
     return result
 
 

@@ -1,0 +1,175 @@
+"""A policy document as the rule reader sees it: statements with their offsets, and word helpers.
+
+Policy text comes as Markdown handbooks, numbered SOPs, FAQs, bullet lists and tables. The reader
+(:mod:`autoforge.domain.policy`) works on *statements*: a sentence of a paragraph, a list item
+(its sentences), or a table row read as ``header: cell`` pairs. Headings, code blocks and HTML
+comments state no rule and are skipped; a heading's words are kept as the statement's
+``context`` (a rule under "## Refunds" that says "at most once" is about refunds).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from autoforge.domain import words as nm
+
+NUMBER_WORDS = {"zero": 0, "one": 1, "a single": 1, "single": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
+                "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "ninety": 90, "hundred": 100}
+TIMES_WORDS = {"once": 1, "twice": 2, "thrice": 3}
+# A number: digits (1,000 / 2.5 / $50) or a number word.
+NUM = r"(\$?\d[\d,]*(?:\.\d+)?|" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")"
+STOP = {"the", "a", "an", "of", "for", "to", "in", "on", "at", "by", "per", "any", "each", "every", "their", "its",
+        "his", "her", "your", "our", "this", "that", "these", "those", "and", "or", "be", "is", "are", "was", "can",
+        "may", "must", "not", "no", "with", "from", "as", "it", "they", "all", "same", "such", "than", "more", "less",
+        "total", "number", "amount", "customer", "customers", "user", "users", "request", "requests", "call"}
+
+
+@dataclass
+class Statement:
+    text: str  # one sentence (whitespace collapsed)
+    offset: int  # its character offset in the document
+    context: str = ""  # the heading it falls under
+
+
+_SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\"'(*_`])")
+
+
+def statements(text: str) -> list[Statement]:
+    """The document's sentences, list items and table rows, in order, with offsets."""
+    out: list[Statement] = []
+    heading = ""
+    in_code = False
+    in_comment = False
+    header: list[str] | None = None
+    pos = 0
+    para: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        if not para:
+            return
+        start = para[0][0]
+        joined = " ".join(t for _, t in para)
+        # offsets: walk the joined text back onto the document (sentences split within the paragraph)
+        cursor = 0
+        for part in _SENT.split(joined):
+            part = part.strip()
+            if not part:
+                continue
+            k = joined.find(part, cursor)
+            cursor = k + len(part) if k >= 0 else cursor
+            first = part[:40]
+            at = text.find(first, start)
+            out.append(Statement(" ".join(part.split()), at if at >= 0 else start, heading))
+        para.clear()
+
+    for line in text.splitlines(keepends=True):
+        start, raw = pos, line
+        pos += len(line)
+        s = raw.strip()
+        if s.startswith("```") or s.startswith("~~~"):
+            flush()
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        if in_comment or s.startswith("<!--"):
+            in_comment = "-->" not in s
+            flush()
+            continue
+        if not s:
+            flush()
+            header = None
+            continue
+        if s.startswith("#"):
+            flush()
+            heading = s.lstrip("#").strip()
+            header = None
+            continue
+        if s.startswith("|"):
+            flush()
+            cells = [c.strip() for c in s.strip("|").split("|")]
+            if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
+                continue
+            if header is None:
+                header = cells
+                continue
+            row = "; ".join(f"{h}: {c}" for h, c in zip(header, cells) if c)
+            out.append(Statement(row, start + raw.find("|"), heading))
+            continue
+        item = re.match(r"^\s*(?:[-*+\u2022]|\d+[.)]|[ivx]+[.)]|[a-z][.)]|Q:|A:)\s+", raw, re.I)
+        if item:
+            flush()
+            body = raw[item.end():]
+            para.append((start + item.end(), body.strip()))
+            flush()
+            continue
+        para.append((start + len(raw) - len(raw.lstrip()), s))
+    flush()
+    # Markdown emphasis and stray markup carry no meaning for the reader
+    for st in out:
+        st.text = re.sub(r"[*_`]{1,3}([^*_`]+)[*_`]{1,3}", r"\1", st.text).strip()
+    return [st for st in out if len(st.text) > 3]
+
+
+def number(word: str) -> float | None:
+    """``"5"`` / ``"$1,000"`` / ``"five"`` -> the number; None when it is none."""
+    w = word.strip().lower().lstrip("$").replace(",", "")
+    if w in NUMBER_WORDS:
+        return float(NUMBER_WORDS[w])
+    if w in TIMES_WORDS:
+        return float(TIMES_WORDS[w])
+    try:
+        return float(w)
+    except ValueError:
+        return None
+
+
+def stem(w: str) -> str:
+    """A crude stem shared by nouns and verbs: cancellation ~ cancelled ~ cancel, delivery ~ delivered."""
+    w = w.lower().strip("'\"`")
+    for suf in ("ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ies", "ied", "ed", "es", "s", "y",
+                "e"):
+        if len(w) - len(suf) >= 3 and w.endswith(suf):
+            w = w[: -len(suf)]
+            break
+    if len(w) > 4 and w[-1] == w[-2]:  # cancell -> cancel, shipp -> ship
+        w = w[:-1]
+    return w
+
+
+def words_of(text: str) -> list[str]:
+    """Lower-case words; a hyphenated or snake_case compound is kept whole and split (check-in ->
+    check_in, check, in)."""
+    out: list[str] = []
+    for m in re.finditer(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", text.replace("\u2019", "'")):
+        w = m.group(0).lower()
+        if "-" in w or "_" in w:
+            out.append(w.replace("-", "_"))
+            out += re.split(r"[-_]", w)
+        else:
+            out.append(w)
+    return out
+
+
+def name_words(name: str) -> list[str]:
+    """A field's or argument's words (guests_count -> guests, count)."""
+    return [w for w in nm.words(name) if w]
+
+
+def overlap(phrase: list[str], name: str) -> float:
+    """How well the words of ``phrase`` name ``name`` (a field or argument): the whole compound
+    counts most, then shared stems; 0 when nothing is shared."""
+    nws = name_words(name)
+    if not nws:
+        return 0.0
+    joined = "_".join(nws)
+    ph = [w for w in phrase if w not in STOP]
+    if joined in phrase or joined in {nm.singular(w) for w in phrase}:
+        return 3.0
+    stems = {stem(nm.singular(w)) for w in nws}
+    hits = {stem(nm.singular(w)) for w in ph} & stems
+    if not hits:
+        return 0.0
+    return len(hits) / len(stems) + 0.5 * len(hits)
