@@ -67,16 +67,20 @@ PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", 
 _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm\w*)\b[^.]{0,40}?"
                     r"\b(identity|identities|who (?:they|he|she) (?:are|is)|user[ _]?id|customer[ _]?id|account holder|"
                     + "|".join(sorted(PEOPLE - {"account", "holder", "owner"})) + r")s?\b(?!\s*(?:'s)?\s*(?:request|choice|answer))", re.I)
+_IDENT_BACK = re.compile(r"\b(" + "|".join(sorted(PEOPLE - {"account", "holder", "owner"})) + r")s?\b[^.]{0,30}?"
+                         r"\b(?:not|never|un)\s*(?:been\s+|be\s+)?(identif\w+|verif\w+|authenticat\w+)", re.I)
 _IDENT_WHEN = re.compile(r"\b(before|first|prior|until|unless|only after|cannot|must|should|always|need|required)\b", re.I)
 _CONFIRM = re.compile(r"\b(explicit|express|written|verbal)\s+(confirmation|consent|approval|agreement)\b"
                       r"|\bconfirm\w*\b[^.]{0,60}\b(before|prior|first)\b|\b(before|prior to)\b[^.]{0,80}\bconfirm\w*\b"
-                      r"|\b(ask|get|obtain|receive|have)\w*\b[^.]{0,40}\b(to confirm|confirmation|consent|agree\w*|a yes)\b", re.I)
+                      r"|\b(ask|get|obtain|receive|have)\w*\b[^.]{0,40}\b(to confirm|confirmation|consent|agree\w*|a yes)\b"
+                      r"|\b(get|obtain|receive|wait for|hear)\b[^.]{0,30}\b(yes|go[- ]ahead|ok|okay)\b", re.I)
 _TRANSFER = re.compile(r"\b(transfer\w*|escalat\w+|hand\s?(?:off|over)|route|connect)\b[^.]{0,40}\b(human|live|agent|"
                        r"representative|supervisor|specialist|manager|person)\b", re.I)
 _TIMES = re.compile(r"\b(?:only|just)\s+once\b|\bonce only\b|\bmore than once\b|\bno more than " + NUM + r" times\b"
                     r"|\b(?:at most|up to|a maximum of|maximum of|max(?:imum)?)\s+(once|twice|thrice|" + NUM + r" times)\b"
                     r"|\b(once|twice|thrice|" + NUM + r" times?)\s+(?:at most|only|per|max)\b|\bonly (twice|thrice)\b"
-                    r"|\bcannot be \w+ (?:again|a second time)\b", re.I)
+                    r"|\bcannot be \w+ (?:again|a second time)\b"
+                    r"|\b(?:no|not|never|cannot)\b[^.]{0,60}?\bmore than (once|twice|thrice|" + NUM + r" times)\b", re.I)
 _UNIT = r"(hours?|hrs?|days?|calendar days|business days|weeks?|months?|years?)"
 _WITHIN = re.compile(r"\bwithin\s+(?:the\s+)?(?:first\s+)?" + NUM + r"\s*" + _UNIT + r"\s+(?:of|after|from|since|following)"
                      r"\s+(?:the\s+|their\s+|its\s+)?([a-z][\w\- ]{1,40})", re.I)
@@ -239,6 +243,12 @@ def _field(coll: CollectionSpec | None, phrase: list[str], *, dates: bool = Fals
     return out if best >= 1.0 else None
 
 
+def _holders(t: _Tool, world: _World) -> list[CollectionSpec]:
+    """The records a call names by id: its own collection's first, then any other whose key it takes."""
+    out = [t.coll] if t.coll is not None and t.coll.primary_key in t.params else []
+    return out + [c for c in world.schema.collections if c is not t.coll and c.primary_key in t.params]
+
+
 def _is_date(f: Any) -> bool:
     return f.format in ("date", "date-time") or bool(re.search(r"(_at|_date|_on|_time|^date|_day)$", f.name)) \
         or f.name in ("check_in", "check_out", "departure", "arrival", "deadline", "due", "expires")
@@ -281,7 +291,7 @@ def _conversation(st: Statement, world: _World) -> list[ParsedRule]:
         check = {"op": "transfer_when", "tools": [t.name for t in hand]}
         return [_rule("conversation", text, check if hand else None, hand, "judged",
                       why=None if hand else "the tool set has no hand-off tool to transfer with")]
-    if _IDENT.search(text) and _IDENT_WHEN.search(text) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
+    if ((_IDENT.search(text) and _IDENT_WHEN.search(text)) or _IDENT_BACK.search(text)) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
                                                                             r"action|details|request)", text, re.I):
         via = [t.name for t in world.tools if t.kind == "lookup" or re.search(
             r"authenticat|verify|identif|login|log_in|sign_in", t.name)]
@@ -312,7 +322,7 @@ def _count_limit(st: Statement, world: _World) -> list[ParsedRule]:
         nums = [x for x in nums if x is not None]
         if nums:
             n = nums[0]
-    if "more than once" in got and not re.search(r"\b(not|never|cannot|only)\b", st.text, re.I):
+    if got.startswith("more than") and not re.search(r"\b(not|never|cannot|only|no)\b", st.text, re.I):
         return []
     pairs = []
     for t in _targets(st, world):
@@ -411,7 +421,8 @@ def _quantity(st: Statement, world: _World) -> list[ParsedRule]:
             continue
         if _TIMES.search(text[m.start(): m.end() + 8]) or re.match(r"\s*" + _UNIT + r"\b", text[m.end(2):], re.I):
             continue  # "at most twice" is a count, "up to 30 days" a window
-        unit = (m.group(3) or "").strip()
+        unit = re.split(r"\b(?:at a time|at once|at any time|in total|in one|in a|per|each|on|for|of|in|to|when|if|that|which|and|or)\b",
+                        (m.group(3) or "").strip(), maxsplit=1, flags=re.I)[0].strip()
         phrase = _phrase(unit)[:4] or _phrase(text[: m.start()])[-3:]
         if m.group(2).startswith("$") or "%" in unit[:1]:
             phrase = phrase + ["amount", "price", "total"]
@@ -427,12 +438,16 @@ def _quantity(st: Statement, world: _World) -> list[ParsedRule]:
         pairs = []
         for t, p in _param(targets or world.writes, phrase, types=("integer", "number", "array")):
             pairs.append((t, {"op": "arg_limit", "arg": p, key: limit}))
-        if not pairs and not lower:  # a limit on what a record holds ("a booking may hold at most 4 guests")
+        if not pairs and not lower:  # a limit on what a record holds ("each member may have at most 3 holds")
             for t in targets or world.writes:
-                fld = _field(t.coll, phrase, numbers=True)
-                if fld and t.coll is not None and t.coll.primary_key in t.params:
-                    pairs.append((t, {"op": "record_limit", "collection": t.coll.name, "id_arg": t.coll.primary_key,
-                                      "field": fld, "max": limit}))
+                if t.kind not in ("create", "link") and not overlap(phrase, t.name):
+                    continue  # only a call that adds what the record holds can pass its limit
+                for c in _holders(t, world):
+                    fld = _field(c, phrase, numbers=True)
+                    if fld and fld != c.primary_key:
+                        pairs.append((t, {"op": "record_limit", "collection": c.name, "id_arg": c.primary_key,
+                                          "field": fld, "max": limit}))
+                        break
         out += _by_tool("quantity_limit", text, pairs, f"no argument or field holds '{' '.join(phrase) or word}'",
                         values=[limit])
     for m in _PER.finditer(text):
@@ -550,6 +565,15 @@ def _status(st: Statement, world: _World) -> list[ParsedRule]:
             continue
         clean = re.sub(r"\((?:not yet|i\.e\.|e\.g\.)[^)]*\)", " ", text)  # "pending (not yet shipped)": pending
         allowed, forbidden = status_rules(clean, [str(v) for v in enum], t.entity)
+        # a prohibition whose condition is negated allows: "do not cancel ... unless it is pending",
+        # "do not accept a return for an order that has not been delivered"
+        cond = re.search(r"\b(unless|except (?:when|if)|only if)\b(.*)$|\b(?:that|which|whose \w+)\s+(?:is|has|have|are)\s+"
+                         r"(?:not|never)\b(.*)$", clean, re.I)
+        if cond and re.match(r"\s*(?:\W*\s*)?(do not|never|no\b|cannot|must not)", clean, re.I):
+            tail = cond.group(2) or cond.group(3) or ""
+            named = [v for v in enum if re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\b", tail.replace("_", " "), re.I)]
+            if named:
+                allowed, forbidden = [str(v) for v in named], []
         if not allowed and not forbidden:
             continue
         check = {"op": "status", "collection": t.coll.name, "id_arg": t.coll.primary_key, "field": "status"}
@@ -563,8 +587,17 @@ def _status(st: Statement, world: _World) -> list[ParsedRule]:
 FORMS = (_conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
 
 
+def _plain(text: str) -> str:
+    """Contractions spelled out ("Don't" -> "Do not", "can't" -> "cannot"), curly quotes straight."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'").replace("\u201c", '"').replace("\u201d", '"')
+    text = re.sub(r"\bcan't\b", "cannot", text, flags=re.I)
+    text = re.sub(r"\bwon't\b", "will not", text, flags=re.I)
+    return re.sub(r"n't\b", " not", text)
+
+
 def read_statement(st: Statement, world: _World) -> list[ParsedRule]:
     """The rules one statement states: the first forms that read it (a statement may state several)."""
+    st = Statement(_plain(st.text), st.offset, st.context)
     out: list[ParsedRule] = []
     for form in FORMS:
         got = form(st, world)
@@ -604,6 +637,7 @@ def prose_policy_rules(spec: ToolSpec, plan: Any, schema: StateSchema, specs: li
     """The limits a tool's own description states that its template code does not enforce (counts,
     windows, quantities, amounts, cross-record conditions), as guards on this tool alone. Status
     rules stay with the templates; a sentence read here replaces its ``constraint`` row."""
+    from autoforge.domain.argument_rules import argument_rule
     from autoforge.domain.rules import rule_texts
 
     world = _world(specs, plans, schema)
@@ -617,6 +651,8 @@ def prose_policy_rules(spec: ToolSpec, plan: Any, schema: StateSchema, specs: li
         if sentence in seen or not RULE_CUE.search(sentence):
             continue
         seen.add(sentence)
+        if argument_rule(sentence, param, props(spec.parameters)) is not None:
+            continue  # an argument constraint the tool's code checks already (autoforge.domain.argument_rules)
         st = Statement(sentence, 0, context=spec.name.replace("_", " "))
         for form in (_count_limit, _time_window, _money, _quantity, _cross_record, _prohibition):
             for r in form(st, world):

@@ -300,9 +300,13 @@ def probe_guards(tools: list[ToolCode], specs: list[ToolSpec], rows: list[ToolRu
     for r in rows:
         got = seen.get(r.rule_id)
         if r.enforcement == "runtime" and got:
-            ok = all(res == "passed" for _, res, _ in got)
+            # a tool whose probe failed drops the rule's guard (drop_failed); the rule holds on the others
+            passed = [name for name, res, _ in got if res == "passed"]
             detail = "; ".join(f"{name}: {d}" for name, _, d in got)
-            r = r.model_copy(update={"probe": "passed" if ok else "failed", "probe_detail": detail[:1000]})
+            update = {"probe": "passed" if passed else "failed", "probe_detail": detail[:1000]}
+            if passed and len(passed) < len(got):
+                update.update(tools=passed, tool=passed[0], tool_id=next(s.tool_id for s in specs if s.name == passed[0]))
+            r = r.model_copy(update=update)
         elif r.enforcement == "runtime":
             tools_left = [x for x in r.tools if x in by_name]
             r = r.model_copy(update={"probe": "failed", "probe_detail": "no accepted tool carries its guard"
@@ -315,10 +319,16 @@ def drop_failed(tools: list[ToolCode], rows: list[ToolRule]) -> tuple[list[ToolC
     """A runtime rule whose probe failed guards nothing: its guard leaves the tools (it could refuse a
     call that keeps the rule), its row says ``not enforced`` with the probe's finding."""
     failed = {r.rule_id for r in rows if r.enforcement == "runtime" and r.probe == "failed"}
+    holds = {r.rule_id: set(r.tools) for r in rows if r.enforcement == "runtime" and r.probe == "passed"}
+
+    def keep(t: ToolCode, g: dict) -> bool:
+        rid = g.get("rule_id")
+        return rid not in failed and (rid not in holds or t.name in holds[rid])
+
+    tools = [t.model_copy(update={"guards": [g for g in t.guards if keep(t, g)]})
+             if not all(keep(t, g) for g in t.guards) else t for t in tools]
     if not failed:
         return tools, rows
-    tools = [t.model_copy(update={"guards": [g for g in t.guards if g.get("rule_id") not in failed]})
-             if any(g.get("rule_id") in failed for g in t.guards) else t for t in tools]
     rows = [r.model_copy(update={"enforcement": "not enforced",
                                  "why": f"its probe failed, so it guards nothing: {r.probe_detail or ''}"[:1000]})
             if r.rule_id in failed else r for r in rows]
