@@ -56,7 +56,7 @@ RULE_CUE = re.compile(
 VERB_GROUPS = [
     {"modify", "change", "update", "edit", "amend", "alter", "reschedule", "adjust", "move", "upgrade", "downgrade"},
     {"cancel", "void", "revoke", "terminate", "abort"},
-    {"create", "book", "reserve", "make", "place", "open", "submit", "register", "order", "purchase", "buy", "rent",
+    {"create", "book", "reserve", "place", "open", "submit", "register", "order", "purchase", "buy", "rent",
      "schedule", "new", "file", "enroll"},
     {"refund", "reimburse"}, {"return", "exchange"}, {"renew", "extend", "extension", "renewal"},
     {"delete", "remove", "close"}, {"top", "topup", "recharge", "reload", "add"}, {"transfer", "send", "pay", "payment"},
@@ -83,19 +83,25 @@ _TIMES = re.compile(r"\b(?:only|just)\s+once\b|\bonce only\b|\bmore than once\b|
                     r"|\b(?:no|not|never|cannot)\b[^.]{0,60}?\bmore than (once|twice|thrice|" + NUM + r" times)\b", re.I)
 _UNIT = r"(hours?|hrs?|days?|calendar days|business days|weeks?|months?|years?)"
 _WITHIN = re.compile(r"\bwithin\s+(?:the\s+)?(?:first\s+)?" + NUM + r"\s*" + _UNIT + r"\s+(?:of|after|from|since|following)"
-                     r"\s+(?:the\s+|their\s+|its\s+)?([a-z][\w\- ]{1,40})", re.I)
+                     r"\s+(?:the\s+|their\s+|its\s+|your\s+)?([a-z][\w\- ]{1,40})", re.I)
 _AFTER = re.compile(r"\b(?:no|not|never|cannot)\b[^.]{0,40}\b(?:more than|later than|after)\s+" + NUM + r"\s*" + _UNIT
-                    + r"\s+(?:after|from|of|since|following)\s+(?:the\s+|their\s+|its\s+)?([a-z][\w\- ]{1,40})", re.I)
+                    + r"\s+(?:after|from|of|since|following)\s+(?:the\s+|their\s+|its\s+|your\s+)?([a-z][\w\- ]{1,40})", re.I)
 _BEFORE = re.compile(r"\b(?:at least|no later than|no less than|minimum of|a minimum of|up to)?\s*" + NUM + r"\s*" + _UNIT
-                     + r"\s+(?:before|prior to|ahead of|in advance of)\s+(?:the\s+|their\s+|its\s+)?([a-z][\w\- ]{1,40})"
+                     + r"\s+(?:before|prior to|ahead of|in advance of)\s+(?:the\s+|their\s+|its\s+|your\s+)?([a-z][\w\- ]{1,40})"
                      r"|\b(?:only |must be \w+ |can be \w+ )?(?:before|prior to)\s+(?:the\s+|their\s+|its\s+)?"
                      r"([a-z][\w\-]*(?:[ -]in|[ -]out|[ -]off|[ -]up| date| time)?)\b", re.I)
+_SOONER = re.compile(r"\b(?:no sooner than|not sooner than|not until|not before|no earlier than|at least|only)\s+" + NUM
+                     + r"\s*" + _UNIT + r"\s+after\s+(?:the\s+|their\s+|its\s+)?([a-z][\w\-' ]{1,40})", re.I)
+_ON_DAY = re.compile(r"\b(?:not|cannot|never|no)\b[^.]{0,50}?\bon the (?:same )?(?:day|date) of (?:the\s+|their\s+|its\s+)?"
+                     r"([a-z][\w\-' ]{1,40})", re.I)
+_PAST = re.compile(r"\b(?:not|cannot|never|no)\b[^.]{0,50}?\b(?:after|past|beyond|once)\s+(?:the\s+|their\s+|its\s+)"
+                   r"([a-z][\w\-]*(?: date| time| deadline)?)(?:\s+has\s+passed)?", re.I)
 _LIMIT = re.compile(r"\b(at most|no more than|up to|a maximum of|maximum of|max(?:imum)?|limited to|capped at|cannot exceed|"
                     r"may not exceed|must not exceed|not to exceed|not exceed|more than|over|at least|a minimum of|minimum of|"
                     r"min(?:imum)?|fewer than|less than|under)\s*:?\s*" + NUM + r"\s*([a-z$%][\w\- ]{0,40})?", re.I)
 _PER = re.compile(r"\b(one|a single|" + NUM + r")\s+([a-z][\w\-]*(?: [a-z][\w\-]*)?)\s+(?:per|for each|each)\s+([a-z][\w\-]*)", re.I)
 _EXCEED = re.compile(r"\b(cannot|may not|must not|can ?not|should not|never|can't|not)\s+(?:be\s+)?(exceed|be (?:more|greater|higher|"
-                     r"larger) than|surpass|go over)\s+(?:the\s+|its\s+|their\s+)?([a-z][\w\- ]{1,40})", re.I)
+                     r"larger) than|surpass|go over)\s+(?:the\s+|its\s+|their\s+)?([a-z][\w\-' ]{1,40})", re.I)
 _COVER = re.compile(r"\b(must|should|needs? to|has to)\s+(cover|be at least|pay|match|equal)\s+(?:the\s+|its\s+)?([a-z][\w\- ]{1,40})",
                     re.I)
 _OWNED = re.compile(r"\b(belongs?|belonging|registered|linked|attached)\s+to\s+(?:the\s+|that\s+|this\s+|same\s+)*([a-z]+)"
@@ -124,6 +130,7 @@ class _Tool:
     coll: CollectionSpec | None
     verbs: set[str] = field(default_factory=set)  # stems of the verb and its synonyms
     ents: set[str] = field(default_factory=set)  # stems of the entity words
+    named: set[str] = field(default_factory=set)  # stems of the name's other words (request_refill: refill)
 
 
 @dataclass
@@ -154,7 +161,8 @@ def _world(specs: list[ToolSpec], plans: dict, schema: StateSchema) -> _World:
             if verb_words & g or any(stem(v) in {stem(x) for x in g} for v in verb_words):
                 verbs |= {stem(x) for x in g}
         ents = {stem(w) for w in nm.words(p.entity)} | ({stem(nm.singular(coll.name))} if coll else set())
-        tools.append(_Tool(s.name, p.kind, p.effect, p.entity, params, coll, verbs, ents))
+        named = {stem(w) for w in nm.words(s.name)[1:] if w not in STOP and len(w) > 2} - ents - verbs
+        tools.append(_Tool(s.name, p.kind, p.effect, p.entity, params, coll, verbs, ents, named))
     return _World(tools, schema)
 
 
@@ -183,11 +191,15 @@ def _targets(st: Statement, world: _World, pool: list[_Tool] | None = None, excl
     skip = {stem(nm.singular(w)) for w in exclude or []}
     nouns = {stem(c.entity) for c in world.schema.collections} | {stem(nm.singular(c.name)) for c in world.schema.collections}
     stems = {stem(nm.singular(w)) for w in words_of(" ".join(kept))} - skip
+    # a record's noun used as a verb ("can be refilled", "cancelling") names the tools on that record
+    after_modal = lambda k: k > 0 and kept[k - 1].lower() in ("be", "to", "can", "cannot", "may", "must", "not", "never")  # noqa: E731
+    verbish = {stem(w) for k, w in enumerate(kept) if after_modal(k) or w.lower().endswith("ed") or (
+        w.lower().endswith("ing") and stem(w) not in nouns)} - skip
     ctx = {stem(nm.singular(w)) for w in words_of(st.context)}
     best, out = 0.0, []
     for t in pool if pool is not None else world.writes:
         verbs = t.verbs - nouns
-        v, e = bool(verbs & stems), bool(t.ents & stems)
+        v, e = bool(verbs & stems) or bool((t.named | t.ents) & verbish), bool(t.ents & stems)
         vc, ec = bool(verbs & ctx), bool(t.ents & ctx)
         score = 2 * v + e + 0.5 * (vc and not v) + 0.25 * (ec and not e)
         if not v and not vc:
@@ -240,6 +252,10 @@ def _field(coll: CollectionSpec | None, phrase: list[str], *, dates: bool = Fals
                 sc = max(sc, 1.5)
         if sc > best:
             best, out = sc, f.name
+    if best < 1.0 and dates and {stem(nm.singular(w)) for w in phrase} & {stem(coll.entity), stem(nm.singular(coll.name))}:
+        # "the day of the appointment": the record's own date
+        own = [f.name for f in coll.fields if _is_date(f) and not re.search(r"created|updated|_at$", f.name)]
+        return next((f for f in own if re.search(r"date|start|time|scheduled", f)), own[0] if own else None)
     return out if best >= 1.0 else None
 
 
@@ -326,10 +342,12 @@ def _count_limit(st: Statement, world: _World) -> list[ParsedRule]:
         return []
     pairs = []
     for t in _targets(st, world):
-        if t.coll is None or t.coll.primary_key not in t.params:
+        holders = _holders(t, world)
+        if not holders:
             continue
+        c = holders[0]
         counter = f"{nm.words(t.name)[0]}_count"
-        pairs.append((t, {"op": "count_limit", "collection": t.coll.name, "id_arg": t.coll.primary_key,
+        pairs.append((t, {"op": "count_limit", "collection": c.name, "id_arg": c.primary_key,
                           "counter": counter, "max": int(n)}))
     return _by_tool("count_limit", st.text, pairs, "no write on one record of this tool set does what it limits",
                     values=[int(n)])
@@ -359,8 +377,17 @@ def _time_window(st: Statement, world: _World) -> list[ParsedRule]:
         n = number(m.group(1))
         if n is not None:
             found.append(("since", _span(n, m.group(2)), _phrase(m.group(3))[:3]))
+    for m in _SOONER.finditer(text):
+        n = number(m.group(1))
+        if n is not None:
+            found.append(("after", _span(n, m.group(2)), _phrase(m.group(3))[:3]))
+    for m in ([] if found else _ON_DAY.finditer(text)):
+        found.append(("until", {"days": 1}, _phrase(m.group(1))[:3]))
+    for m in ([] if found else _PAST.finditer(text)):
+        if not re.search(NUM + r"\s*" + _UNIT + r"\s*$", text[: m.start(1)], re.I):
+            found.append(("until", {"days": 0}, _phrase(m.group(1))[:3]))
     if not found and not re.search(r"\b(fee|fees|charge[sd]?|penalty|penalties|free|surcharge)\b", text, re.I) \
-            and re.search(r"\b(must|only|cannot|can ?not|can't|may not|no later than|at least|not|never|no)\b", text, re.I):
+            and re.search(r"\b(must|only|cannot|can ?not|can't|may not|no later than|at least|up to|not|never|no)\b", text, re.I):
         for m in _BEFORE.finditer(text):
             if m.group(1):
                 n = number(m.group(1))
@@ -375,11 +402,12 @@ def _time_window(st: Statement, world: _World) -> list[ParsedRule]:
         pairs, why = [], f"no record date that '{' '.join(phrase)}' names"
         targets = _targets(st, world, exclude=phrase)
         for t in targets:
-            fld = _field(t.coll, phrase, dates=True)
-            if fld is None or t.coll is None or t.coll.primary_key not in t.params:
-                continue
-            pairs.append((t, {"op": "window", "collection": t.coll.name, "id_arg": t.coll.primary_key, "field": fld,
-                              "direction": direction, **span}))
+            for c in _holders(t, world):
+                fld = _field(c, phrase, dates=True)
+                if fld is not None:
+                    pairs.append((t, {"op": "window", "collection": c.name, "id_arg": c.primary_key, "field": fld,
+                                      "direction": direction, **span}))
+                    break
         if not targets:
             why = "it names no write of this tool set"
         out += _by_tool("time_window", text, pairs, why, values=[span])
@@ -399,16 +427,19 @@ def _money(st: Statement, world: _World) -> list[ParsedRule]:
         subject = _phrase(text[: m.start()])[-3:]
         pairs = []
         for t in _targets(st, world) or world.writes:
-            if t.coll is None or t.coll.primary_key not in t.params:
-                continue
-            fld = _field(t.coll, phrase, numbers=True)
             money_args = [p for p, s in t.params.items() if s.get("type") in ("number", "integer")
                           and not p.endswith("_id")]
             arg = max(money_args, key=lambda p: overlap(subject + ["amount", "refund", "payment"], p), default=None)
-            if fld and arg:
-                pairs.append((t, {"op": "covers", "collection": t.coll.name, "id_arg": t.coll.primary_key, "field": fld,
-                                  "arg": arg, "side": side}))
-        out += _by_tool("money", text, pairs, f"no write takes an amount to compare with a record's '{' '.join(phrase)}'")
+            for c in _holders(t, world):
+                fld = _field(c, phrase, numbers=True)
+                if fld and arg:
+                    pairs.append((t, {"op": "covers", "collection": c.name, "id_arg": c.primary_key, "field": fld,
+                                      "arg": arg, "side": side}))
+                    break
+        money = re.search(r"amount|price|total|balance|paid|fee|cost|credit|refund|payment|fund|charge|deposit|quote|owed|due|\$",
+                          " ".join(phrase + subject) + " " + " ".join(str(c.get("arg")) for _, c in pairs), re.I)
+        out += _by_tool("money" if money else "quantity_limit", text, pairs,
+                        f"no write takes an amount to compare with a record's '{' '.join(phrase)}'")
     return out
 
 
@@ -419,10 +450,12 @@ def _quantity(st: Statement, world: _World) -> list[ParsedRule]:
         word, n = m.group(1).lower(), number(m.group(2))
         if n is None:
             continue
-        if _TIMES.search(text[m.start(): m.end() + 8]) or re.match(r"\s*" + _UNIT + r"\b", text[m.end(2):], re.I):
-            continue  # "at most twice" is a count, "up to 30 days" a window
+        if _TIMES.search(text[m.start(): m.end() + 8]) or re.match(
+                r"\s*" + _UNIT + r"\s+(?:before|after|of the|from|since|prior|ahead|in advance|following)\b", text[m.end(2):], re.I):
+            continue  # "at most twice" is a count, "up to 30 days before" a window
+        raw = re.sub(r"^\s*of\s+(?:any|each|the|a)?\s*(?:one|single)?\s*", "", m.group(3) or "", flags=re.I)
         unit = re.split(r"\b(?:at a time|at once|at any time|in total|in one|in a|per|each|on|for|of|in|to|when|if|that|which|and|or)\b",
-                        (m.group(3) or "").strip(), maxsplit=1, flags=re.I)[0].strip()
+                        raw.strip(), maxsplit=1, flags=re.I)[0].strip()
         phrase = _phrase(unit)[:4] or _phrase(text[: m.start()])[-3:]
         if m.group(2).startswith("$") or "%" in unit[:1]:
             phrase = phrase + ["amount", "price", "total"]
@@ -479,9 +512,11 @@ def _cross_record(st: Statement, world: _World) -> list[ParsedRule]:
     if m:
         owner = next(g for g in m.groups()[1:] if g)
         owner_coll = world.coll(owner)
+        if owner_coll is None:
+            return []  # "attached to the source": no record of this tool set owns anything here
         pairs = []
         for t in _targets(st, world) or world.writes:
-            if owner_coll is None or owner_coll.primary_key not in t.params:
+            if owner_coll.primary_key not in t.params:
                 continue
             for p in t.params:  # the thing owned: another id argument whose collection holds the owner's id
                 c = world.coll(p[:-3]) if p.endswith("_id") else None
@@ -530,7 +565,8 @@ def _prohibition(st: Statement, world: _World) -> list[ParsedRule]:
             if fld and hit and fld != "status":
                 pairs.append((t, {"op": "unchanged", "collection": t.coll.name, "id_arg": t.coll.primary_key,
                                   "field": fld, "arg": hit[0][1]}))
-        if phrase:
+        known = any(_field(c, phrase) for c in world.schema.collections)
+        if phrase and (pairs or known):  # a field no record has is no rule we know ("if the fee cannot be removed")
             out += _by_tool("prohibition", text, pairs, f"no write on a record takes '{' '.join(phrase)}'")
     if out:
         return out
@@ -557,14 +593,15 @@ def _prohibition(st: Statement, world: _World) -> list[ParsedRule]:
 def _status(st: Statement, world: _World) -> list[ParsedRule]:
     text = st.text
     pairs = []
-    for t in _targets(st, world):
-        if t.coll is None or t.coll.primary_key not in t.params:
-            continue
-        enum = next((list(f.enum) for f in t.coll.fields if f.name == "status" and f.enum), None)
+    said = {stem(nm.singular(w)) for w in words_of(text)}
+    for t, c in [(t, c) for t in _targets(st, world) for c in _holders(t, world)]:
+        if c is not t.coll and not ({stem(c.entity), stem(nm.singular(c.name))} | {stem(w) for w in nm.words(c.entity)}) & said:
+            continue  # another record's status only where the statement names that record
+        enum = next((list(f.enum) for f in c.fields if f.name == "status" and f.enum), None)
         if not enum:
             continue
         clean = re.sub(r"\((?:not yet|i\.e\.|e\.g\.)[^)]*\)", " ", text)  # "pending (not yet shipped)": pending
-        allowed, forbidden = status_rules(clean, [str(v) for v in enum], t.entity)
+        allowed, forbidden = status_rules(clean, [str(v) for v in enum], c.entity)
         # a prohibition whose condition is negated allows: "do not cancel ... unless it is pending",
         # "do not accept a return for an order that has not been delivered"
         cond = re.search(r"\b(unless|except (?:when|if)|only if)\b(.*)$|\b(?:that|which|whose \w+)\s+(?:is|has|have|are)\s+"
@@ -576,7 +613,7 @@ def _status(st: Statement, world: _World) -> list[ParsedRule]:
                 allowed, forbidden = [str(v) for v in named], []
         if not allowed and not forbidden:
             continue
-        check = {"op": "status", "collection": t.coll.name, "id_arg": t.coll.primary_key, "field": "status"}
+        check = {"op": "status", "collection": c.name, "id_arg": c.primary_key, "field": "status"}
         check.update({"allowed": allowed} if allowed else {"forbidden": forbidden})
         pairs.append((t, check))
     if not pairs:
@@ -584,7 +621,43 @@ def _status(st: Statement, world: _World) -> list[ParsedRule]:
     return _by_tool("source_status", text, pairs, "", field_="status")
 
 
-FORMS = (_conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
+_LIMIT_HEAD = re.compile(r"\b(max(?:imum)?|at most|up to|limit|cap|min(?:imum)?|at least)\b", re.I)
+
+
+def _table_row(st: Statement, world: _World) -> list[ParsedRule]:
+    """A row of a limits table ("| Plan | Max hours per reservation |" / "| flex | 10 |"): each limit
+    cell is a quantity limit on the argument its header names, holding for records whose field has
+    the row's first value (a ``when``: the flex plan's members)."""
+    if not st.cells or len(st.cells) < 2:
+        return []
+    key_head, key_val = st.cells[0]
+    norm = lambda v: re.sub(r"[^a-z0-9]+", "_", str(v).lower()).strip("_")  # noqa: E731
+    conds = [(c, f) for c in world.schema.collections for f in c.fields
+             if (f.enum and norm(key_val) in {norm(v) for v in f.enum}) or (overlap(_phrase(key_head), f.name) >= 3)]
+    out: list[ParsedRule] = []
+    for head, cell in st.cells[1:]:
+        lim = _LIMIT_HEAD.search(head)
+        m = re.match(r"\s*" + NUM + r"\s*(.*)$", cell, re.I)
+        n = number(m.group(1)) if m else None
+        if lim is None or n is None:
+            continue
+        if re.match(r"\s*" + _UNIT, m.group(2), re.I):
+            continue  # "Book ahead at most: 7 days" is a window on an argument's date, not read here
+        key = "min" if lim.group(1).lower().startswith("min") or lim.group(1).lower() == "at least" else "max"
+        phrase = _phrase(_LIMIT_HEAD.sub(" ", re.split(r"\bper\b", head, maxsplit=1, flags=re.I)[0]))
+        pairs = []
+        for t, p in _param(world.writes, phrase, types=("integer", "number", "array")):
+            when = next(({"collection": c.name, "id_arg": c.primary_key, "field": f.name, "values": [key_val]}
+                         for c, f in conds if c.primary_key in t.params), None)
+            if when is not None:
+                pairs.append((t, {"op": "arg_limit", "arg": p, key: n, "when": when}))
+        text = f"{key_head} {key_val}: {head} {cell}"
+        out += _by_tool("quantity_limit", text, pairs,
+                        f"no write takes '{' '.join(phrase)}' with the {key_head.lower()} it depends on", values=[n])
+    return out
+
+
+FORMS = (_table_row, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
 
 
 def _plain(text: str) -> str:
@@ -597,11 +670,11 @@ def _plain(text: str) -> str:
 
 def read_statement(st: Statement, world: _World) -> list[ParsedRule]:
     """The rules one statement states: the first forms that read it (a statement may state several)."""
-    st = Statement(_plain(st.text), st.offset, st.context)
+    st = Statement(_plain(st.text), st.offset, st.context, st.cells)
     out: list[ParsedRule] = []
     for form in FORMS:
         got = form(st, world)
-        if got and form is _conversation:
+        if got and form in (_conversation, _table_row):
             return got
         out += got
     # a form that bound beats one of the same statement that did not

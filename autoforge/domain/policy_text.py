@@ -31,6 +31,7 @@ class Statement:
     text: str  # one sentence (whitespace collapsed)
     offset: int  # its character offset in the document
     context: str = ""  # the heading it falls under
+    cells: list[tuple[str, str]] | None = None  # a table row: (header, cell) pairs
 
 
 _SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\"'(*_`])")
@@ -95,8 +96,9 @@ def statements(text: str) -> list[Statement]:
             if header is None:
                 header = cells
                 continue
-            row = "; ".join(f"{h}: {c}" for h, c in zip(header, cells) if c)
-            out.append(Statement(row, start + raw.find("|"), heading))
+            pairs = [(h, c) for h, c in zip(header, cells) if c]
+            row = "; ".join(f"{h}: {c}" for h, c in pairs)
+            out.append(Statement(row, start + raw.find("|"), heading, pairs))
             continue
         item = re.match(r"^\s*(?:[-*+\u2022]|\d+[.)]|[ivx]+[.)]|[a-z][.)]|Q:|A:)\s+", raw, re.I)
         if item:
@@ -126,9 +128,17 @@ def number(word: str) -> float | None:
         return None
 
 
+IRREGULAR = {"frozen": "freeze", "unfrozen": "unfreeze", "froze": "freeze", "chosen": "choose", "given": "give",
+             "taken": "take", "written": "write", "sent": "send", "paid": "pay", "sold": "sell", "bought": "buy",
+             "held": "hold", "kept": "keep", "made": "make", "lent": "lend", "spent": "spend", "withdrawn": "withdraw",
+             "brought": "bring", "left": "leave", "put": "put", "shut": "shut", "seen": "see", "done": "do",
+             "rebooked": "rebook", "reissued": "reissue", "undone": "undo", "drawn": "draw", "borne": "bear"}
+
+
 def stem(w: str) -> str:
     """A crude stem shared by nouns and verbs: cancellation ~ cancelled ~ cancel, delivery ~ delivered."""
     w = w.lower().strip("'\"`")
+    w = IRREGULAR.get(w, w)
     for suf in ("ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ies", "ied", "ed", "es", "s", "y",
                 "e"):
         if len(w) - len(suf) >= 3 and w.endswith(suf):

@@ -9,7 +9,8 @@ broken guard refuses the call with an error observation that names the rule
 :func:`after_call` adds 1 to the counters of ``count_limit`` guards. The same guards are probed at
 synthesis (:func:`probe_cases`: a call that breaks the rule, and the nearest one that keeps it).
 
-Every guard: ``{"op", "rule_id", "tool", "message"}`` plus its op's keys. ``collection`` is a state
+Every guard: ``{"op", "rule_id", "tool", "message"}`` plus its op's keys, and an optional ``when``
+(:func:`applies`: the guard holds only for records whose field has one of its values, a tier's row). ``collection`` is a state
 collection, ``id_arg`` the argument holding its record's id; a missing record or argument passes
 (the tool's own code reports not-found). Values compare case-insensitively as strings.
 
@@ -24,7 +25,8 @@ record_limit  collection id_arg field max arg? add?          record[field] (numb
                                                              (or ``add``, default 1) exceeds max
 count_limit   collection id_arg counter max                  record[counter] (0 when missing) >= max
 window        collection id_arg field days? hours?           since: NOW - record[field] > window;
-              direction since|until                          until: record[field] - NOW < window
+              direction since|until|after                    until: record[field] - NOW < window;
+                                                             after: NOW - record[field] < window
 owned         collection id_arg owner_field owner_arg        record[owner_field] != args[owner_arg]
 member        collection id_arg list_field item_arg          args[item_arg] is not in the record's list
 unchanged     collection id_arg field arg                    the argument differs from record[field]
@@ -111,8 +113,21 @@ def _ids(v: Any) -> list[str]:
 # --------------------------------------------------------------------------- one guard
 
 
+def applies(g: dict, state: Any, args: dict) -> bool:
+    """Whether a guard's ``when`` holds: ``{"collection", "id_arg", "field", "values"}``, a record the
+    call names has one of ``values`` in ``field`` (a tier's limit: "day_pass members: at most 8 hours").
+    A guard without ``when`` always applies; one whose record cannot be read does not."""
+    w = g.get("when")
+    if not w:
+        return True
+    rec = _record(w, state, args)
+    return rec is not None and _norm(rec.get(w.get("field"))) in {_norm(v) for v in w.get("values") or []}
+
+
 def broken(g: dict, state: Any, args: dict) -> bool:
     """Whether the call (``args``, on ``state``) breaks guard ``g``."""
+    if not applies(g, state, args):
+        return False
     op = g.get("op")
     if op in ("arg_limit", "arg_not", "arg_in"):
         v = args.get(g.get("arg"), _MISSING)
@@ -147,7 +162,10 @@ def broken(g: dict, state: Any, args: dict) -> bool:
         if t is None:
             return False
         now = datetime.fromisoformat(NOW)
-        return (now - t > _span(g)) if g.get("direction", "since") == "since" else (t - now < _span(g))
+        direction = g.get("direction", "since")
+        if direction == "after":  # "no sooner than 21 days after the last fill"
+            return now - t < _span(g)
+        return (now - t > _span(g)) if direction == "since" else (t - now < _span(g))
     if op == "owned":
         want = args.get(g.get("owner_arg"))
         have = rec.get(g.get("owner_field"))
@@ -224,14 +242,32 @@ def _stamp(dt: datetime, like: Any) -> str:
     return dt.strftime("%Y-%m-%d") if isinstance(like, str) and len(like) <= 10 else dt.strftime("%Y-%m-%dT%H:%M:%S")
 
 
-def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = None) -> None:
-    """Change ``state`` / ``args`` in place so that the call keeps (``keep``) or breaks guard ``g``."""
+def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = None, force_when: bool = True) -> None:
+    """Change ``state`` / ``args`` in place so that the call keeps (``keep``) or breaks guard ``g``
+    (its ``when`` made to hold either way; without ``force_when``, a guard whose ``when`` does not hold
+    is left alone: it cannot be broken)."""
+    w = g.get("when")
+    if w and not force_when:
+        if not applies(g, state, args):
+            return
+    elif w:
+        wrec = _record(w, state, args)
+        if wrec is None:
+            recs = state.get(w.get("collection")) or {}
+            if recs and w.get("id_arg"):
+                args[w["id_arg"]] = next(iter(recs))
+                wrec = _record(w, state, args)
+        if wrec is not None and w.get("values"):
+            wrec[w["field"]] = w["values"][0]
     op = g.get("op")
     if op == "arg_limit":
         v = args.get(g["arg"])
         lo, hi = g.get("min"), g.get("max")
         if keep and v is not None and not broken(g, state, args):
             return  # the call's own value keeps the limit (the nearest call that keeps it)
+        if keep and hi is not None and float(hi) <= 0:
+            args.pop(g["arg"], None)  # "no guests": the call without the argument
+            return
         n = (hi if hi is not None else lo) if keep else (float(hi) + 1 if hi is not None else float(lo) - 1)
         n = int(n) if float(n).is_integer() else n
         args[g["arg"]] = _fill(v, int(n)) if isinstance(v, list) else n
@@ -261,7 +297,9 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
     elif op == "window":
         now, span = datetime.fromisoformat(NOW), _span(g)
         since = g.get("direction", "since") == "since"
-        if since:
+        if g.get("direction") == "after":
+            t = now - (span + timedelta(days=1) if keep else span / 2)
+        elif since:
             t = now - (span / 2 if keep else span + timedelta(days=1))
         else:
             t = now + (span + timedelta(days=30) if keep else (span / 2 if span else -timedelta(days=1)))
@@ -318,13 +356,15 @@ def probe_cases(guards: list[dict], g: dict, state: dict, args: dict,
     ``"arg:<name>"`` -> an argument's enum."""
     def build(keep_g: bool) -> tuple[dict, dict]:
         st, a = copy.deepcopy(state), copy.deepcopy(args)
-        if g.get("id_arg") and g["id_arg"] not in a:
-            recs = st.get(g.get("collection")) or {}
-            if recs:
-                a[g["id_arg"]] = next(iter(recs))
+        recs = (st.get(g.get("collection")) or {}) if g.get("id_arg") else {}
+        if recs and str(a.get(g["id_arg"])) not in recs:  # absent, or a new id: a record that exists
+            key = next(iter(recs))
+            a[g["id_arg"]] = int(key) if isinstance(a.get(g["id_arg"]), int) and key.isdigit() else key
+        if g.get("when"):  # the probed guard's condition first, so that the others see it
+            shape({"op": "none", "when": g["when"]}, st, a, keep=True)
         for other in guards:
             if other is not g:
-                shape(other, st, a, keep=True, enum=_enum(other, enums))
+                shape(other, st, a, keep=True, enum=_enum(other, enums), force_when=False)
         shape(g, st, a, keep=keep_g, enum=_enum(g, enums))
         step = (enums or {}).get(f"step:{g.get('arg')}") if g.get("op") == "arg_limit" else None
         if step and isinstance(a.get(g["arg"]), (int, float)) and not isinstance(a[g["arg"]], bool):

@@ -131,6 +131,15 @@ def check_problem(check: Any, params: list[str], schema: StateSchema, enforcemen
     for k in ARG_KEYS:
         if check.get(k) is not None and check[k] not in params:
             return f"{k} {check[k]!r} is no argument of the tool (its arguments: {', '.join(params) or 'none'})"
+    w = check.get("when")
+    if w is not None:
+        if not isinstance(w, dict) or not all(w.get(k) for k in ("collection", "id_arg", "field", "values")):
+            return "when needs collection, id_arg, field and values"
+        if w["id_arg"] not in params:
+            return f"when's id_arg {w['id_arg']!r} is no argument of the tool"
+        wc = next((c for c in schema.collections if c.name == w["collection"]), None)
+        if wc is None or w["field"] not in {f.name for f in wc.fields}:
+            return f"when's field {w['field']!r} is not in collection {w['collection']!r}"
     if "collection" in _KEYS[op]:
         coll = next((c for c in schema.collections if c.name == check["collection"]), None)
         if coll is None:
@@ -166,6 +175,8 @@ def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec],
                 for k in ARG_KEYS:
                     if isinstance(check.get(k), str):
                         check[k] = names[check[k]]
+                if isinstance(check.get("when"), dict) and check["when"].get("id_arg") in names:
+                    check["when"]["id_arg"] = names[check["when"]["id_arg"]]
                 if isinstance(check.get("tools"), list):  # a judged check's tool lists
                     check["tools"] = [public_tool.get(x, x) for x in check["tools"]]
                 if isinstance(check.get("via"), list):
