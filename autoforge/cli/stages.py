@@ -53,6 +53,7 @@ def cmd_synthesize(args: argparse.Namespace) -> int:
                  "writes no read leads to": names_text(r["writes_unreachable"])} for r in checks],
                title="acceptance checks (autoforge sql \"SELECT * FROM v_environment_checks\")")
     print_world_checks(wh(args), env_ids=[e["env_id"] for e in summary.get("environments", [])])
+    print_rule_summary(wh(args), env_ids=[e["env_id"] for e in summary.get("environments", [])])
     c = summary["counts"]
     print(", ".join(f"{k}={v}" for k, v in c.items()))
     for p in summary.get("problems", []):
@@ -167,6 +168,21 @@ def print_world_checks(warehouse: str | None, env_ids: list[str] | None = None, 
           f"holding a finding is rejected (check `world`){but}")
 
 
+def print_rule_summary(warehouse: str | None, env_ids: list[str] | None = None, names: list[str] | None = None) -> None:
+    """The rules per environment (``v_rule_summary``), when some environment has policy rules or rules
+    enforced at runtime or judged: read, by enforcement, probe passed / failed, tasks exercising them."""
+    from autoforge.pipeline.rule_coverage import rule_summary_rows, shows_rules, summary_table
+
+    rows = rule_summary_rows(warehouse, env_ids=env_ids, names=names)
+    if not shows_rules(rows):
+        return
+    print_rows(summary_table(rows), title="rules (autoforge sql \"SELECT * FROM v_rule_summary\"; per rule: v_rule_coverage)")
+    n = sum(r["n_not_enforced"] for r in rows)
+    if n:
+        print(f"{n} rule(s) not enforced, each with why: autoforge sql \"SELECT env_name, text, why FROM v_rule_coverage "
+              "WHERE enforcement = 'not enforced'\"")
+
+
 def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
     """The per-environment yield table; the exit code (EMPTY_EXIT_CODE when an environment of the
     batch yields no verified task, with why on stderr)."""
@@ -187,6 +203,7 @@ def print_environment_yield(warehouse: str | None, names: list[str]) -> int:
                      f"{share_text(r['dropped_unobservable'])} / {share_text(r['dropped_out_of_domain'])} / {share_text(r['dropped_near_duplicate'])}"}
                 for r in quality], title="task quality (autoforge sql \"SELECT * FROM v_environment_quality\")")
     print_world_checks(warehouse, names=names)
+    print_rule_summary(warehouse, names=names)
     empty = empty_environments(rows)
     for r in empty:
         print(f"no verified task for environment {r['name']!r}: {r['why_empty']}", file=sys.stderr)

@@ -1,0 +1,210 @@
+"""Policy rules through the factory (issue 33): one fresh warehouse per tool set, offline backend.
+
+    .venv/bin/python benchmarks/policy.py [--corpus DIR ...] [--tasks-per-env 40] [--only NAME ...] [--json OUT] [--keep DIR]
+
+DIR is a folder of tool-set folders (one folder = one tool set: its tool docs and, beside them, its
+``policy.md``), or one tool-set folder; ``--corpus`` may be given more than once, and ``bundled``
+names the bundled corpus (autoforge/data/tooldocs). Default: ``../shared/policydocs`` from the
+repository root (public policy + tool sets, not part of this repository; skipped with a message
+when it is absent); ``tests/fixtures/policies/`` works too.
+
+Per tool set, ``autoforge factory`` (ingest -> ... -> verify) runs into its own warehouse, and the
+first table gives, from ``v_rule_coverage`` / ``v_rule_summary``:
+
+* ``policy rules (by kind)``: the rules read from its policy documents (``tool_rules.source`` other
+  than ``'tool'``), every kind, ``unparsed`` (rule-like sentences no form matches) included;
+* ``read``: of those, read into a kind (not ``unparsed``); ``enforced``: enforced at runtime (a
+  guard the rule engine checks before the tool runs) or judged over the conversation;
+  ``probe ok``: of those, the synthesis probe passed;
+* ``tool rules``: the rules of the tools' own prose, and how many are enforced (code, runtime, judged);
+* ``verified``, ``tasks/rule`` (mean verified tasks exercising an enforced policy rule, from
+  ``tasks.rules``), ``boundary`` (verified tasks of kind ``boundary``);
+* ``gold breaks``: verified tasks whose gold calls, replayed from their initial state in an
+  Environment built from the tool_code rows (their guards included), have a call refused with a
+  rule id (must be 0).
+
+The second table lists every rule not enforced, with why, per tool set: where it was read (the
+policy, at a character offset, or a tool's prose), its kind, the sentence and why (both cut short).
+Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_CORPUS = REPO.parent / "shared" / "policydocs"
+BUNDLED = REPO / "autoforge" / "data" / "tooldocs"
+ENFORCED = ("runtime", "judged")
+TEXT_CHARS, WHY_CHARS = 90, 110  # the second table's sentence and why, cut at these lengths
+
+
+def tool_set_folders(corpus: Path) -> list[Path]:
+    """The tool-set folders of ``corpus``: its sub-folders, or itself when it holds files only."""
+    subs = sorted(p for p in corpus.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+    return subs or [corpus]
+
+
+def measure(folder: Path, tasks_per_env: int, seed: int, keep: Path | None = None) -> dict:
+    if keep is not None:  # --keep DIR: one warehouse per tool set, left there to query
+        keep.mkdir(parents=True, exist_ok=True)
+        wh = str(keep / f"{folder.name}.duckdb")
+        for stale in (wh, wh + ".wal"):
+            if os.path.exists(stale):
+                os.remove(stale)
+        return _measure(folder, tasks_per_env, seed, wh)
+    with tempfile.TemporaryDirectory(prefix="af_policy_") as tmp:
+        return _measure(folder, tasks_per_env, seed, os.path.join(tmp, "w.duckdb"))
+
+
+def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
+    from autoforge.errors import AutoforgeError
+    from autoforge.pipeline import FactoryParams, run_factory
+    from autoforge.pipeline.admin import init_warehouse
+    from autoforge.pipeline.corpus import read_sql
+    from autoforge.pipeline.rule_coverage import rule_coverage_rows
+
+    init_warehouse(wh)
+    row: dict = {"toolset": folder.name}
+    t0 = time.perf_counter()
+    try:
+        run_factory(FactoryParams(paths=[str(folder)], bundled=False, tasks_per_env=tasks_per_env, seed=seed, warehouse=wh))
+    except AutoforgeError as exc:
+        row["error"] = str(exc).splitlines()[0][:120]
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    row["policy_docs"] = read_sql(wh, "SELECT count(*) AS n FROM policy_docs")[0]["n"]
+    rules = rule_coverage_rows(wh)
+    policy = [r for r in rules if r["source"] != "tool"]
+    prose = [r for r in rules if r["source"] == "tool"]
+    row["policy_rules"] = len(policy)
+    row["by_kind"] = dict(Counter(r["kind"] for r in policy).most_common())
+    row["read"] = sum(r["kind"] != "unparsed" for r in policy)
+    enforced = [r for r in policy if r["enforcement"] in ENFORCED]
+    row["enforced"] = len(enforced)
+    row["runtime"] = sum(r["enforcement"] == "runtime" for r in policy)
+    row["judged"] = sum(r["enforcement"] == "judged" for r in policy)
+    row["probe_passed"] = sum(r["probe"] == "passed" for r in enforced)
+    row["probe_failed"] = sum(r["probe"] == "failed" for r in enforced)
+    row["tool_rules"] = len(prose)
+    row["tool_rules_enforced"] = sum(r["enforcement"] != "not enforced" for r in prose)
+    row["tasks_per_rule"] = round(sum(r["tasks_exercising"] for r in enforced) / len(enforced), 1) if enforced else None
+    row["verified"] = read_sql(wh, "SELECT count(*) AS n FROM tasks WHERE status = 'verified'")[0]["n"]
+    row["boundary"] = read_sql(wh, "SELECT count(*) AS n FROM tasks WHERE status = 'verified' AND kind = 'boundary'")[0]["n"]
+    breaks = gold_breaks(wh)
+    row["gold_breaks"] = len({b["task_id"] for b in breaks})
+    texts = {r["rule_id"]: r["text"] for r in rules}
+    row["broken_rules"] = dict(Counter(texts.get(b["rule_id"], b["rule_id"]) for b in breaks).most_common())
+    row["not_enforced"] = [{"from": "tool " + r["tool"] if r["source"] == "tool" else "policy",
+                            "at": r["source_offset"], "kind": r["kind"], "text": r["text"], "why": r["why"]}
+                           for r in rules if r["enforcement"] == "not enforced"]
+    return row
+
+
+def gold_breaks(wh: str) -> list[dict]:
+    """Each verified task's gold calls replayed from its initial state in an Environment built from the
+    environment's accepted tool_code rows (their guards included): the first call refused with a rule
+    id, per task that has one."""
+    from autoforge.envs.runtime import Environment
+    from autoforge.pipeline.corpus import records
+    from autoforge.types import Task, ToolCode
+
+    tasks = [t for t in records(wh, Task) if t.status == "verified"]
+    tools: dict[str, list] = {}
+    for t in records(wh, ToolCode):
+        if t.status == "accepted":
+            tools.setdefault(t.env_id, []).append(t)
+    out = []
+    for env_id in sorted({t.env_id for t in tasks}):
+        with Environment(tools.get(env_id, []), env_id=env_id) as env:
+            for task in (t for t in tasks if t.env_id == env_id):
+                env.reset(task.initial_state)
+                for i, call in enumerate(task.gold_calls):
+                    obs = env.call(call.name, dict(call.arguments))
+                    if obs.rule_id:
+                        out.append({"task_id": task.task_id, "call": i, "tool": call.name, "rule_id": obs.rule_id})
+                        break
+    return out
+
+
+def _cut(text: str | None, n: int) -> str:
+    s = " ".join(str(text or "-").split()).replace("|", "/")
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _kinds(by_kind: dict) -> str:
+    return ", ".join(f"{k} {n}" for k, n in by_kind.items()) or "-"
+
+
+def _md(header: list[str], lines: list[list], right: int = 1) -> str:
+    """A markdown table; the columns from ``right`` on are right-aligned (figures)."""
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < right else "---:" for i in range(len(header))) + "|"]
+    out += ["| " + " | ".join("-" if v is None else str(v) for v in line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+SUMMARY = ["tool set", "policy docs", "policy rules (by kind)", "read", "enforced (runtime / judged)", "probe ok (of runtime)",
+           "tool rules (enforced)", "verified", "tasks/rule", "boundary", "gold breaks", "s"]
+
+
+def summary_line(r: dict) -> list:
+    return [r["toolset"] + (f" (ERROR {r['error']})" if "error" in r else ""), r["policy_docs"],
+            f"{r['policy_rules']} ({_kinds(r['by_kind'])})", r["read"], f"{r['enforced']} ({r['runtime']} / {r['judged']})",
+            f"{r['probe_passed']}/{r['runtime']}" + (f" ({r['probe_failed']} failed)" if r["probe_failed"] else ""),
+            f"{r['tool_rules']} ({r['tool_rules_enforced']})", r["verified"], r["tasks_per_rule"], r["boundary"],
+            r["gold_breaks"], r["seconds"]]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", action="append", default=None, metavar="DIR",
+                    help=f"folder of tool-set folders, or one tool set; 'bundled': {BUNDLED} (default {DEFAULT_CORPUS})")
+    ap.add_argument("--tasks-per-env", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", nargs="*", default=None, help="only these tool-set folder names")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep each tool set's warehouse as DIR/<name>.duckdb (default: a temporary one, removed)")
+    args = ap.parse_args()
+    corpora = [BUNDLED if c == "bundled" else Path(c) for c in (args.corpus or [DEFAULT_CORPUS])]
+    missing = [c for c in corpora if not c.is_dir()]
+    if missing:
+        print(f"no corpus at {', '.join(map(str, missing))}: skipped (give --corpus DIR, a folder of tool-set folders; "
+              f"the policy sets are read from {DEFAULT_CORPUS} when present)", file=sys.stderr)
+        corpora = [c for c in corpora if c.is_dir()]
+        if not corpora:
+            return 0
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    folders = [f for c in corpora for f in tool_set_folders(c) if args.only is None or f.name in args.only]
+    rows = []
+    for folder in folders:
+        print(f"{folder.name} ...", file=sys.stderr, flush=True)
+        rows.append(measure(folder, args.tasks_per_env, args.seed, args.keep))
+    print(f"## Policy rules per tool set ({', '.join(str(c) for c in corpora)}; tasks-per-env {args.tasks_per_env}, "
+          f"offline)\n")
+    print(_md(SUMMARY, [summary_line(r) for r in rows], right=3))
+    n = lambda k: sum(r[k] for r in rows)  # noqa: E731
+    print(f"\n{len(rows)} tool sets: {n('policy_rules')} policy rules, {n('read')} read, {n('enforced')} enforced, "
+          f"{n('probe_passed')} probe-passed; {n('verified')} verified tasks, {n('boundary')} boundary; "
+          f"gold trajectories breaking an enforced rule: {n('gold_breaks')}")
+    broken = [(r["toolset"], text, k) for r in rows for text, k in r["broken_rules"].items()]
+    if broken:
+        print("\n## Rules broken by gold trajectories (must be none)\n")
+        print(_md(["tool set", "rule", "tasks"], [[t, _cut(text, TEXT_CHARS), k] for t, text, k in broken], right=2))
+    print("\n## Rules not enforced, with why\n")
+    lines = [[r["toolset"], x["from"], x["at"], x["kind"], _cut(x["text"], TEXT_CHARS), _cut(x["why"], WHY_CHARS)]
+             for r in rows for x in r["not_enforced"]]
+    print(_md(["tool set", "from", "at", "kind", "sentence", "why"], lines, right=6) if lines else "(none)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
