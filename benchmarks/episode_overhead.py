@@ -15,7 +15,10 @@ One run prints, per state size, the milliseconds per episode of
   whole state (:func:`autoforge.types.legacy_state_hash`, the hash every stored task had before
   hash version 2);
 
-and the ratio baseline / runtime. The episode is the mock shop's (``tests/mock_domain.py``): look
+and the ratio baseline / runtime. ``guarded`` is ``resident`` with the tools carrying the policy rules
+a real domain binds to such calls (:mod:`autoforge.envs.guards`: a status, a count limit, a time
+window and an argument limit on ``cancel_order``, an ownership and an argument rule on
+``add_order``), none of them broken, so ``guarded / resident`` is what the rule engine costs. The episode is the mock shop's (``tests/mock_domain.py``): look
 up an order, cancel it, insert a new one under a given id (``add_order``, defined here): tools
 whose own work does not grow with the state (one that scans a collection, such as ``list_orders``
 or ``create_order``'s ``next_id``, costs its scan in both set-ups). The state is the mock
@@ -70,8 +73,25 @@ def add_order(state, order_id, user_id, item):
                       effect="write")
 
 
-def tools():
-    return [*mock_tools(), ADD_ORDER]
+GUARDS = {
+    "cancel_order": [
+        {"op": "status", "collection": "orders", "id_arg": "order_id", "field": "status", "allowed": ["pending"]},
+        {"op": "count_limit", "collection": "orders", "id_arg": "order_id", "counter": "cancel_count", "max": 2},
+        {"op": "window", "collection": "orders", "id_arg": "order_id", "field": "created_at", "days": 3650,
+         "direction": "since"},
+        {"op": "arg_limit", "arg": "reason", "max": 200}],
+    "add_order": [
+        {"op": "arg_in", "arg": "item", "values": ["lamp", "notebook", "pen"]},
+        {"op": "owned", "collection": "orders", "id_arg": "order_id", "owner_field": "user_id", "owner_arg": "user_id"}],
+}
+
+
+def tools(guarded: bool = False):
+    out = [*mock_tools(), ADD_ORDER]
+    if not guarded:
+        return out
+    return [t.model_copy(update={"guards": [{**g, "rule_id": f"R{k}", "tool": t.name, "message": g["op"]}
+                                            for k, g in enumerate(GUARDS.get(t.name, []))]}) for t in out]
 
 
 def episode(n: int) -> list[tuple[str, dict]]:
@@ -81,10 +101,10 @@ def episode(n: int) -> list[tuple[str, dict]]:
             ("add_order", {"order_id": "O99999", "user_id": "U00001", "item": "lamp"})]
 
 
-def time_runtime(state: dict, calls: list, episodes: int, resident: bool = False) -> float:
+def time_runtime(state: dict, calls: list, episodes: int, resident: bool = False, guarded: bool = False) -> float:
     if resident:
         state = ResidentState(state)
-    with Environment(tools(), timeout_s=30.0) as env:
+    with Environment(tools(guarded), timeout_s=30.0) as env:
         for _ in range(3):  # warm up: the first reset sends the state, later ones reuse it
             env.reset(state)
             for name, args in calls:
@@ -122,19 +142,22 @@ def main() -> None:
     sizes = [int(s) for s in a.sizes.split(",") if s.strip()]
     print(f"reset + {len(episode(10))} calls + state hash, ms per episode (median of {a.repeats} x {a.episodes} "
           "episodes, one core)")
-    print(f"{'records':>8} {'JSON bytes':>11} {'runtime':>9} {'resident':>9} {'baseline':>9} "
-          f"{'baseline/runtime':>17} {'baseline/resident':>18} {'runtime vs first':>17} {'resident vs first':>18}")
+    print(f"{'records':>8} {'JSON bytes':>11} {'runtime':>9} {'resident':>9} {'guarded':>9} {'baseline':>9} "
+          f"{'baseline/runtime':>17} {'baseline/resident':>18} {'guarded/resident':>17} {'runtime vs first':>17} "
+          f"{'resident vs first':>18}")
     first = None
     for n in sizes:
         state, calls = grown_state(n), episode(n)
         size = len(json.dumps(state, separators=(",", ":")))
         rt = statistics.median(time_runtime(state, calls, a.episodes) for _ in range(a.repeats))
         rs = statistics.median(time_runtime(state, calls, a.episodes, resident=True) for _ in range(a.repeats))
+        gd = statistics.median(time_runtime(state, calls, a.episodes, resident=True, guarded=True)
+                               for _ in range(a.repeats))
         eps = max(5, a.episodes // max(1, n // 300))  # the baseline is slow at large sizes
         bl = statistics.median(time_baseline(state, calls, eps) for _ in range(a.repeats))
         first = first or (rt, rs)
-        print(f"{n:>8,} {size:>11,} {rt * 1e3:>9.3f} {rs * 1e3:>9.3f} {bl * 1e3:>9.2f} {bl / rt:>16.1f}x "
-              f"{bl / rs:>17.1f}x {rt / first[0]:>16.2f}x {rs / first[1]:>17.2f}x")
+        print(f"{n:>8,} {size:>11,} {rt * 1e3:>9.3f} {rs * 1e3:>9.3f} {gd * 1e3:>9.3f} {bl * 1e3:>9.2f} {bl / rt:>16.1f}x "
+              f"{bl / rs:>17.1f}x {gd / rs:>16.2f}x {rt / first[0]:>16.2f}x {rs / first[1]:>17.2f}x")
     print("runtime: env.reset(state dict), which encodes the dict to recognise it; resident: "
           "env.reset(ResidentState(state)), made once per task")
 
