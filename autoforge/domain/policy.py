@@ -38,30 +38,21 @@ Checks name canonical arguments and the state schema's collections and fields;
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.domain.policy_text import NUM, STOP, Statement, number, overlap, statements, stem, words_of
+from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, words_of
+from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
+                                           params_named, phrase_of, policy_world, make_rule, governed_tools)
 from autoforge.domain.rule_kinds import ParsedRule
 from autoforge.domain.statuses import status_rules
-from autoforge.tooldocs.schema import props, unwrap
-from autoforge.types import CollectionSpec, StateSchema, ToolSpec
+from autoforge.tooldocs.schema import props
+from autoforge.types import StateSchema, ToolSpec
 
 RULE_CUE = re.compile(
     r"\b(must|only|cannot|can ?not|can't|may not|never|requires?|required|at most|at least|no more than|not allowed"
     r"|unless|should|need to|needs to|has to|have to|eligible|allowed|permitted|limit(?:ed|s)?|maximum|minimum|max"
     r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before)\b", re.I)
-# Verbs that say the same thing about a record (a policy says "changed", the tool is modify_booking)
-VERB_GROUPS = [
-    {"modify", "change", "update", "edit", "amend", "alter", "reschedule", "adjust", "move", "upgrade", "downgrade"},
-    {"cancel", "void", "revoke", "terminate", "abort"},
-    {"create", "book", "reserve", "place", "open", "submit", "register", "order", "purchase", "buy", "rent",
-     "schedule", "new", "file", "enroll"},
-    {"refund", "reimburse"}, {"return", "exchange"}, {"renew", "extend", "extension", "renewal"},
-    {"delete", "remove", "close"}, {"top", "topup", "recharge", "reload", "add"}, {"transfer", "send", "pay", "payment"},
-    {"redeem", "spend", "use", "apply"}, {"check_in", "checkin"}, {"check_out", "checkout"},
-]
 PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", "employee", "account", "holder",
           "passenger", "traveler", "traveller", "subscriber", "borrower", "student", "owner", "renter", "driver"}
 _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm\w*)\b[^.]{0,40}?"
@@ -117,195 +108,18 @@ _UNCHANGED = re.compile(r"\b(?:cannot|can ?not|can't|may not|must not|never|not 
 _NEGATION = re.compile(r"\b(not|cannot|can't|never|no|nor|neither|except|excluding|other than|isn't|aren't|won't)\b", re.I)
 
 
-# --------------------------------------------------------------------------- the tool set as the reader sees it
-
-
-@dataclass
-class _Tool:
-    name: str
-    kind: str
-    effect: str
-    entity: str
-    params: dict[str, dict]
-    coll: CollectionSpec | None
-    verbs: set[str] = field(default_factory=set)  # stems of the verb and its synonyms
-    ents: set[str] = field(default_factory=set)  # stems of the entity words
-    named: set[str] = field(default_factory=set)  # stems of the name's other words (request_refill: refill)
-
-
-@dataclass
-class _World:
-    tools: list[_Tool]
-    schema: StateSchema
-
-    @property
-    def writes(self) -> list[_Tool]:
-        return [t for t in self.tools if t.effect == "write" and t.kind not in ("handoff", "scratchpad", "calculator")]
-
-    def coll(self, word: str) -> CollectionSpec | None:
-        s = stem(nm.singular(word.lower()))
-        return next((c for c in self.schema.collections if stem(c.entity) == s or stem(nm.singular(c.name)) == s), None)
-
-
-def _world(specs: list[ToolSpec], plans: dict, schema: StateSchema) -> _World:
-    tools = []
-    for s in specs:
-        p = plans.get(s.name)
-        if p is None:
-            continue
-        params = {k: (unwrap(v) if isinstance(v, dict) else {}) for k, v in props(s.parameters).items()}
-        coll = next((c for c in schema.collections if c.entity == p.entity), None)
-        verb_words = {p.verb} | set(nm.words(s.name)[:1])
-        verbs = {stem(v) for v in verb_words}
-        for g in VERB_GROUPS:
-            if verb_words & g or any(stem(v) in {stem(x) for x in g} for v in verb_words):
-                verbs |= {stem(x) for x in g}
-        ents = {stem(w) for w in nm.words(p.entity)} | ({stem(nm.singular(coll.name))} if coll else set())
-        named = {stem(w) for w in nm.words(s.name)[1:] if w not in STOP and len(w) > 2} - ents - verbs
-        tools.append(_Tool(s.name, p.kind, p.effect, p.entity, params, coll, verbs, ents, named))
-    return _World(tools, schema)
-
-
-def _statuses(world: _World) -> set[str]:
-    out: set[str] = set()
-    for c in world.schema.collections:
-        for f in c.fields:
-            if f.name == "status" and f.enum:
-                out |= {str(v).lower() for v in f.enum}
-    return out
-
-
-def _targets(st: Statement, world: _World, pool: list[_Tool] | None = None, exclude: list[str] | None = None) -> list[_Tool]:
-    """The write tools a statement governs: the best match of its verbs and entities; none when no
-    verb matches. A status word names a state, not an action, except right after "be" ("cannot be
-    cancelled"); a collection's noun is no verb ("booking" is no "book"); ``exclude``: words of a
-    date or quantity phrase ("before check-in" names no check-in)."""
-    statuses = _statuses(world)
-    raw = re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", st.text)
-    kept: list[str] = []
-    for k, w in enumerate(raw):
-        lw = w.lower().replace("-", "_")
-        if lw in statuses and not (k and raw[k - 1].lower() in ("be", "been", "being", "get", "gets")):
-            continue
-        kept.append(w)
-    skip = {stem(nm.singular(w)) for w in exclude or []}
-    nouns = {stem(c.entity) for c in world.schema.collections} | {stem(nm.singular(c.name)) for c in world.schema.collections}
-    stems = {stem(nm.singular(w)) for w in words_of(" ".join(kept))} - skip
-    # a record's noun used as a verb ("can be refilled", "cancelling") names the tools on that record
-    after_modal = lambda k: k > 0 and kept[k - 1].lower() in ("be", "to", "can", "cannot", "may", "must", "not", "never")  # noqa: E731
-    verbish = {stem(w) for k, w in enumerate(kept) if after_modal(k) or w.lower().endswith("ed") or (
-        w.lower().endswith("ing") and stem(w) not in nouns)} - skip
-    ctx = {stem(nm.singular(w)) for w in words_of(st.context)}
-    best, out = 0.0, []
-    for t in pool if pool is not None else world.writes:
-        verbs = t.verbs - nouns
-        v, e = bool(verbs & stems) or bool((t.named | t.ents) & verbish), bool(t.ents & stems)
-        vc, ec = bool(verbs & ctx), bool(t.ents & ctx)
-        score = 2 * v + e + 0.5 * (vc and not v) + 0.25 * (ec and not e)
-        if not v and not vc:
-            continue
-        if score > best:
-            best, out = score, [t]
-        elif score == best:
-            out.append(t)
-    return out
-
-
-def _any_write(text: str) -> bool:
-    return bool(re.search(r"\b(any|all|every|each)\b[^.]{0,30}\b(change|changes|action|actions|update|updates|write|"
-                          r"modification|request|transaction|operation)s?\b|\baccount[- ]changing\b|\bconsequential\b", text, re.I))
-
-
-def _param(world_tools: list[_Tool], phrase: list[str], *, types: tuple[str, ...] | None = None,
-           min_score: float = 1.0) -> list[tuple[_Tool, str]]:
-    """(tool, argument) pairs whose argument the phrase names best (an id argument never)."""
-    best, out = min_score, []
-    for t in world_tools:
-        for p, s in t.params.items():
-            if p.endswith("_id") or p.endswith("_ids"):
-                continue
-            if types and s.get("type") not in types and not (s.get("type") is None and "array" in types):
-                continue
-            sc = overlap(phrase, p)
-            if sc > best + 1e-9:
-                best, out = sc, [(t, p)]
-            elif sc and abs(sc - best) < 1e-9:
-                out.append((t, p))
-    return out
-
-
-def _field(coll: CollectionSpec | None, phrase: list[str], *, dates: bool = False, numbers: bool = False) -> str | None:
-    """The field of ``coll`` the phrase names best (a date field / a number or list field)."""
-    if coll is None:
-        return None
-    best, out = 0.0, None
-    for f in coll.fields:
-        if dates and not _is_date(f):
-            continue
-        if numbers and f.type not in ("integer", "number", "array", "object"):
-            continue
-        sc = overlap(phrase, f.name)
-        if dates:  # "booking" names created_at / booked_at / booking_date; "delivery" delivered_at
-            ws = {stem(nm.singular(w)) for w in phrase}
-            if ws & {"book", "reserv", "creat", "plac", "purchas", "order", "sign", "open"} and re.search(
-                    r"created|booked|placed|ordered|purchased|opened|signed", f.name):
-                sc = max(sc, 1.5)
-        if sc > best:
-            best, out = sc, f.name
-    if best < 1.0 and dates and {stem(nm.singular(w)) for w in phrase} & {stem(coll.entity), stem(nm.singular(coll.name))}:
-        # "the day of the appointment": the record's own date
-        own = [f.name for f in coll.fields if _is_date(f) and not re.search(r"created|updated|_at$", f.name)]
-        return next((f for f in own if re.search(r"date|start|time|scheduled", f)), own[0] if own else None)
-    return out if best >= 1.0 else None
-
-
-def _holders(t: _Tool, world: _World) -> list[CollectionSpec]:
-    """The records a call names by id: its own collection's first, then any other whose key it takes."""
-    out = [t.coll] if t.coll is not None and t.coll.primary_key in t.params else []
-    return out + [c for c in world.schema.collections if c is not t.coll and c.primary_key in t.params]
-
-
-def _is_date(f: Any) -> bool:
-    return f.format in ("date", "date-time") or bool(re.search(r"(_at|_date|_on|_time|^date|_day)$", f.name)) \
-        or f.name in ("check_in", "check_out", "departure", "arrival", "deadline", "due", "expires")
-
-
-def _phrase(text: str | None) -> list[str]:
-    return [w for w in words_of(text or "") if w not in STOP]
-
-
-def _rule(kind: str, text: str, check: dict | None, tools: list[_Tool], enforcement: str = "runtime",
-          why: str | None = None, field_: str | None = None, values: list | None = None) -> ParsedRule:
-    if check is None or not tools:
-        enforcement = "not enforced"
-        why = why or ("it names no tool of this tool set" if not tools else "not read into a check")
-    return ParsedRule(kind, text, field_, list(values or []), enforcement, tools=[t.name for t in tools],
-                      check=check if enforcement != "not enforced" else None, why=why)
-
-
-def _by_tool(kind: str, text: str, pairs: list[tuple[_Tool, dict]], why: str, **kw) -> list[ParsedRule]:
-    """One record per distinct check (the same check on several tools is one rule binding them all)."""
-    if not pairs:
-        return [_rule(kind, text, None, [], why=why, **kw)]
-    groups: dict[str, tuple[dict, list[_Tool]]] = {}
-    for t, check in pairs:
-        key = repr(sorted(check.items()))
-        groups.setdefault(key, (check, []))[1].append(t)
-    return [_rule(kind, text, check, tools, **kw) for check, tools in groups.values()]
-
-
 # --------------------------------------------------------------------------- the forms
 
 
-def _conversation(st: Statement, world: _World) -> list[ParsedRule]:
+def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
-    targets = _targets(st, world) if not _any_write(text) else []
+    targets = governed_tools(st, world) if not any_write(text) else []
     writes = targets or world.writes
     names = [t.name for t in writes]
     if _TRANSFER.search(text):
         hand = [t for t in world.tools if t.kind == "handoff"]
         check = {"op": "transfer_when", "tools": [t.name for t in hand]}
-        return [_rule("conversation", text, check if hand else None, hand, "judged",
+        return [make_rule("conversation", text, check if hand else None, hand, "judged",
                       why=None if hand else "the tool set has no hand-off tool to transfer with")]
     if ((_IDENT.search(text) and _IDENT_WHEN.search(text)) or _IDENT_BACK.search(text)) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
                                                                             r"action|details|request)", text, re.I):
@@ -314,16 +128,16 @@ def _conversation(st: Statement, world: _World) -> list[ParsedRule]:
         writes = [t for t in writes if t.name not in via]
         names = [t.name for t in writes]
         check = {"op": "identify_first", "tools": names, "via": via}
-        return [_rule("conversation", text, check if writes else None, writes, "judged",
+        return [make_rule("conversation", text, check if writes else None, writes, "judged",
                       why=None if writes else "the tool set has no write to guard")]
     if _CONFIRM.search(text):
         check = {"op": "confirm_first", "tools": names}
-        return [_rule("conversation", text, check if writes else None, writes, "judged",
+        return [make_rule("conversation", text, check if writes else None, writes, "judged",
                       why=None if writes else "the tool set has no write to guard")]
     return []
 
 
-def _count_limit(st: Statement, world: _World) -> list[ParsedRule]:
+def _count_limit(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     m = _TIMES.search(st.text)
     if not m:
         return []
@@ -341,15 +155,15 @@ def _count_limit(st: Statement, world: _World) -> list[ParsedRule]:
     if got.startswith("more than") and not re.search(r"\b(not|never|cannot|only|no)\b", st.text, re.I):
         return []
     pairs = []
-    for t in _targets(st, world):
-        holders = _holders(t, world)
+    for t in governed_tools(st, world):
+        holders = records_named(t, world)
         if not holders:
             continue
         c = holders[0]
         counter = f"{nm.words(t.name)[0]}_count"
         pairs.append((t, {"op": "count_limit", "collection": c.name, "id_arg": c.primary_key,
                           "counter": counter, "max": int(n)}))
-    return _by_tool("count_limit", st.text, pairs, "no write on one record of this tool set does what it limits",
+    return by_tool("count_limit", st.text, pairs, "no write on one record of this tool set does what it limits",
                     values=[int(n)])
 
 
@@ -366,84 +180,84 @@ def _span(n: float, unit: str) -> dict:
     return {"days": n}
 
 
-def _time_window(st: Statement, world: _World) -> list[ParsedRule]:
+def _time_window(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     found: list[tuple[str, dict, list[str]]] = []  # (direction, span, date phrase)
     for m in _WITHIN.finditer(text):
         n = number(m.group(1))
         if n is not None:
-            found.append(("since", _span(n, m.group(2)), _phrase(m.group(3))[:3]))
+            found.append(("since", _span(n, m.group(2)), phrase_of(m.group(3))[:3]))
     for m in _AFTER.finditer(text):
         n = number(m.group(1))
         if n is not None:
-            found.append(("since", _span(n, m.group(2)), _phrase(m.group(3))[:3]))
+            found.append(("since", _span(n, m.group(2)), phrase_of(m.group(3))[:3]))
     for m in _SOONER.finditer(text):
         n = number(m.group(1))
         if n is not None:
-            found.append(("after", _span(n, m.group(2)), _phrase(m.group(3))[:3]))
+            found.append(("after", _span(n, m.group(2)), phrase_of(m.group(3))[:3]))
     for m in ([] if found else _ON_DAY.finditer(text)):
-        found.append(("until", {"days": 1}, _phrase(m.group(1))[:3]))
+        found.append(("until", {"days": 1}, phrase_of(m.group(1))[:3]))
     for m in ([] if found else _PAST.finditer(text)):
         if not re.search(NUM + r"\s*" + _UNIT + r"\s*$", text[: m.start(1)], re.I):
-            found.append(("until", {"days": 0}, _phrase(m.group(1))[:3]))
+            found.append(("until", {"days": 0}, phrase_of(m.group(1))[:3]))
     if not found and not re.search(r"\b(fee|fees|charge[sd]?|penalty|penalties|free|surcharge)\b", text, re.I) \
             and re.search(r"\b(must|only|cannot|can ?not|can't|may not|no later than|at least|up to|not|never|no)\b", text, re.I):
         for m in _BEFORE.finditer(text):
             if m.group(1):
                 n = number(m.group(1))
                 if n is not None:
-                    found.append(("until", _span(n, m.group(2)), _phrase(m.group(3))[:3]))
+                    found.append(("until", _span(n, m.group(2)), phrase_of(m.group(3))[:3]))
             elif m.group(4) and re.search(r"\b(only|must|cannot|no|not|never|can be|may be)\b", text, re.I):
-                found.append(("until", {"days": 0}, _phrase(m.group(4))[:3]))
+                found.append(("until", {"days": 0}, phrase_of(m.group(4))[:3]))
     out: list[ParsedRule] = []
     for direction, span, phrase in found[:2]:
         if not phrase:
             continue
         pairs, why = [], f"no record date that '{' '.join(phrase)}' names"
-        targets = _targets(st, world, exclude=phrase)
+        targets = governed_tools(st, world, exclude=phrase)
         for t in targets:
-            for c in _holders(t, world):
-                fld = _field(c, phrase, dates=True)
+            for c in records_named(t, world):
+                fld = field_named(c, phrase, dates=True)
                 if fld is not None:
                     pairs.append((t, {"op": "window", "collection": c.name, "id_arg": c.primary_key, "field": fld,
                                       "direction": direction, **span}))
                     break
         if not targets:
             why = "it names no write of this tool set"
-        out += _by_tool("time_window", text, pairs, why, values=[span])
+        out += by_tool("time_window", text, pairs, why, values=[span])
     return out
 
 
-def _money(st: Statement, world: _World) -> list[ParsedRule]:
+def _money(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     out: list[ParsedRule] = []
     for rx, side in ((_EXCEED, "max"), (_COVER, "min")):
         m = rx.search(text)
         if not m:
             continue
-        phrase = _phrase(m.group(3))[:3]
+        phrase = phrase_of(m.group(3))[:3]
         if not phrase or number(phrase[0]) is not None:
             continue
-        subject = _phrase(text[: m.start()])[-3:]
+        subject = phrase_of(text[: m.start()])[-3:]
         pairs = []
-        for t in _targets(st, world) or world.writes:
+        for t in governed_tools(st, world) or world.writes:
             money_args = [p for p, s in t.params.items() if s.get("type") in ("number", "integer")
                           and not p.endswith("_id")]
             arg = max(money_args, key=lambda p: overlap(subject + ["amount", "refund", "payment"], p), default=None)
-            for c in _holders(t, world):
-                fld = _field(c, phrase, numbers=True)
+            for c in records_named(t, world):
+                fld = field_named(c, phrase, numbers=True)
                 if fld and arg:
                     pairs.append((t, {"op": "covers", "collection": c.name, "id_arg": c.primary_key, "field": fld,
                                       "arg": arg, "side": side}))
                     break
         money = re.search(r"amount|price|total|balance|paid|fee|cost|credit|refund|payment|fund|charge|deposit|quote|owed|due|\$",
                           " ".join(phrase + subject) + " " + " ".join(str(c.get("arg")) for _, c in pairs), re.I)
-        out += _by_tool("money" if money else "quantity_limit", text, pairs,
+        out += by_tool("money" if money else "quantity_limit", text, pairs,
                         f"no write takes an amount to compare with a record's '{' '.join(phrase)}'")
     return out
 
 
-def _quantity(st: Statement, world: _World) -> list[ParsedRule]:
+def _quantity(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     out: list[ParsedRule] = []
     for m in _LIMIT.finditer(text):
@@ -456,7 +270,7 @@ def _quantity(st: Statement, world: _World) -> list[ParsedRule]:
         raw = re.sub(r"^\s*of\s+(?:any|each|the|a)?\s*(?:one|single)?\s*", "", m.group(3) or "", flags=re.I)
         unit = re.split(r"\b(?:at a time|at once|at any time|in total|in one|in a|per|each|on|for|of|in|to|when|if|that|which|and|or)\b",
                         raw.strip(), maxsplit=1, flags=re.I)[0].strip()
-        phrase = _phrase(unit)[:4] or _phrase(text[: m.start()])[-3:]
+        phrase = phrase_of(unit)[:4] or phrase_of(text[: m.start()])[-3:]
         if m.group(2).startswith("$") or "%" in unit[:1]:
             phrase = phrase + ["amount", "price", "total"]
         lower = word in ("at least", "a minimum of", "minimum of", "min", "minimum")
@@ -467,45 +281,45 @@ def _quantity(st: Statement, world: _World) -> list[ParsedRule]:
         limit = n - 1 if (strict and word in ("fewer than", "less than", "under")) else n
         lower = lower or (negated and word in ("fewer than", "less than", "under"))
         key = "min" if lower else "max"
-        targets = _targets(st, world)
+        targets = governed_tools(st, world)
         pairs = []
-        for t, p in _param(targets or world.writes, phrase, types=("integer", "number", "array")):
+        for t, p in params_named(targets or world.writes, phrase, types=("integer", "number", "array")):
             pairs.append((t, {"op": "arg_limit", "arg": p, key: limit}))
         if not pairs and not lower:  # a limit on what a record holds ("each member may have at most 3 holds")
             for t in targets or world.writes:
                 if t.kind not in ("create", "link") and not overlap(phrase, t.name):
                     continue  # only a call that adds what the record holds can pass its limit
-                for c in _holders(t, world):
-                    fld = _field(c, phrase, numbers=True)
+                for c in records_named(t, world):
+                    fld = field_named(c, phrase, numbers=True)
                     if fld and fld != c.primary_key:
                         pairs.append((t, {"op": "record_limit", "collection": c.name, "id_arg": c.primary_key,
                                           "field": fld, "max": limit}))
                         break
-        out += _by_tool("quantity_limit", text, pairs, f"no argument or field holds '{' '.join(phrase) or word}'",
+        out += by_tool("quantity_limit", text, pairs, f"no argument or field holds '{' '.join(phrase) or word}'",
                         values=[limit])
     for m in _PER.finditer(text):
         n = number(m.group(1))
-        noun, per = _phrase(m.group(3)), m.group(4)
+        noun, per = phrase_of(m.group(3)), m.group(4)
         if n is None or not noun or any(r.kind == "quantity_limit" for r in out):
             continue
         pairs = []
-        for t in _targets(st, world) or world.writes:
+        for t in governed_tools(st, world) or world.writes:
             if t.coll is None or t.coll.primary_key not in t.params or world.coll(per) is not t.coll:
                 continue
-            hit = _param([t], noun, types=("array", "integer", "number"))
+            hit = params_named([t], noun, types=("array", "integer", "number"))
             if hit:
                 pairs.append((t, {"op": "arg_limit", "arg": hit[0][1], "max": n}))
                 continue
-            fld = _field(t.coll, noun, numbers=True)
+            fld = field_named(t.coll, noun, numbers=True)
             if fld:
                 pairs.append((t, {"op": "record_limit", "collection": t.coll.name, "id_arg": t.coll.primary_key,
                                   "field": fld, "max": n}))
-        out += _by_tool("quantity_limit", text, pairs, f"no argument or field holds '{' '.join(noun)}' per {per}",
+        out += by_tool("quantity_limit", text, pairs, f"no argument or field holds '{' '.join(noun)}' per {per}",
                         values=[n])
     return out
 
 
-def _cross_record(st: Statement, world: _World) -> list[ParsedRule]:
+def _cross_record(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     out: list[ParsedRule] = []
     m = _OWNED.search(text)
@@ -515,7 +329,7 @@ def _cross_record(st: Statement, world: _World) -> list[ParsedRule]:
         if owner_coll is None:
             return []  # "attached to the source": no record of this tool set owns anything here
         pairs = []
-        for t in _targets(st, world) or world.writes:
+        for t in governed_tools(st, world) or world.writes:
             if owner_coll.primary_key not in t.params:
                 continue
             for p in t.params:  # the thing owned: another id argument whose collection holds the owner's id
@@ -525,13 +339,13 @@ def _cross_record(st: Statement, world: _World) -> list[ParsedRule]:
                 if any(f.name == owner_coll.primary_key for f in c.fields):
                     pairs.append((t, {"op": "owned", "collection": c.name, "id_arg": p,
                                       "owner_field": owner_coll.primary_key, "owner_arg": owner_coll.primary_key}))
-        out += _by_tool("cross_record", text, pairs, f"no write names both a record and the {owner} it must belong to")
+        out += by_tool("cross_record", text, pairs, f"no write names both a record and the {owner} it must belong to")
     m = _MEMBER.search(text) if not out else None
     if m and re.search(r"\b(must|only|cannot|not|should)\b", text, re.I):
         holder = world.coll(m.group(1))
-        item_words = _phrase(text[: m.start()])[-2:]
+        item_words = phrase_of(text[: m.start()])[-2:]
         pairs = []
-        for t in _targets(st, world) or world.writes:
+        for t in governed_tools(st, world) or world.writes:
             if holder is None or holder.primary_key not in t.params:
                 continue
             for p in t.params:
@@ -545,29 +359,29 @@ def _cross_record(st: Statement, world: _World) -> list[ParsedRule]:
                     pairs.append((t, {"op": "member", "collection": holder.name, "id_arg": holder.primary_key,
                                       "list_field": lists[0], "item_arg": p}))
         if holder is not None:
-            out += _by_tool("cross_record", text, pairs,
+            out += by_tool("cross_record", text, pairs,
                             f"no write names both the {' '.join(item_words) or 'item'} and the {holder.entity} holding it")
     return out
 
 
-def _prohibition(st: Statement, world: _World) -> list[ParsedRule]:
+def _prohibition(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     out: list[ParsedRule] = []
     m = _UNCHANGED.search(text)
     if m:
-        phrase = _phrase(m.group(1) or m.group(2))[:3]
+        phrase = phrase_of(m.group(1) or m.group(2))[:3]
         pairs = []
         for t in world.writes:
             if t.kind == "create" or t.coll is None or t.coll.primary_key not in t.params:
                 continue
-            fld = _field(t.coll, phrase)
-            hit = _param([t], phrase)
+            fld = field_named(t.coll, phrase)
+            hit = params_named([t], phrase)
             if fld and hit and fld != "status":
                 pairs.append((t, {"op": "unchanged", "collection": t.coll.name, "id_arg": t.coll.primary_key,
                                   "field": fld, "arg": hit[0][1]}))
-        known = any(_field(c, phrase) for c in world.schema.collections)
+        known = any(field_named(c, phrase) for c in world.schema.collections)
         if phrase and (pairs or known):  # a field no record has is no rule we know ("if the fee cannot be removed")
-            out += _by_tool("prohibition", text, pairs, f"no write on a record takes '{' '.join(phrase)}'")
+            out += by_tool("prohibition", text, pairs, f"no write on a record takes '{' '.join(phrase)}'")
     if out:
         return out
     # an argument's documented values: "the access type cannot be Admin", "refunds go to X or Y only"
@@ -579,22 +393,22 @@ def _prohibition(st: Statement, world: _World) -> list[ParsedRule]:
             named = [v for v in enum if " " + re.sub(r"[^a-z0-9]+", " ", v.lower()).strip() + " " in low]
             if not named or len(named) == len(enum):
                 continue
-            if not (overlap(_phrase(text), p) or len(named) >= 2 and re.search(r"\b(only|must|either)\b", text, re.I)):
+            if not (overlap(phrase_of(text), p) or len(named) >= 2 and re.search(r"\b(only|must|either)\b", text, re.I)):
                 continue
             if _NEGATION.search(text):
                 pairs.append((t, {"op": "arg_not", "arg": p, "values": named}))
             elif re.search(r"\b(only|must|either|one of)\b", text, re.I):
                 pairs.append((t, {"op": "arg_in", "arg": p, "values": named}))
     if pairs:
-        out += _by_tool("prohibition", text, pairs, "")
+        out += by_tool("prohibition", text, pairs, "")
     return out
 
 
-def _status(st: Statement, world: _World) -> list[ParsedRule]:
+def _status(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     pairs = []
     said = {stem(nm.singular(w)) for w in words_of(text)}
-    for t, c in [(t, c) for t in _targets(st, world) for c in _holders(t, world)]:
+    for t, c in [(t, c) for t in governed_tools(st, world) for c in records_named(t, world)]:
         if c is not t.coll and not ({stem(c.entity), stem(nm.singular(c.name))} | {stem(w) for w in nm.words(c.entity)}) & said:
             continue  # another record's status only where the statement names that record
         enum = next((list(f.enum) for f in c.fields if f.name == "status" and f.enum), None)
@@ -618,13 +432,13 @@ def _status(st: Statement, world: _World) -> list[ParsedRule]:
         pairs.append((t, check))
     if not pairs:
         return []
-    return _by_tool("source_status", text, pairs, "", field_="status")
+    return by_tool("source_status", text, pairs, "", field_="status")
 
 
 _LIMIT_HEAD = re.compile(r"\b(max(?:imum)?|at most|up to|limit|cap|min(?:imum)?|at least)\b", re.I)
 
 
-def _table_row(st: Statement, world: _World) -> list[ParsedRule]:
+def _table_row(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     """A row of a limits table ("| Plan | Max hours per reservation |" / "| flex | 10 |"): each limit
     cell is a quantity limit on the argument its header names, holding for records whose field has
     the row's first value (a ``when``: the flex plan's members)."""
@@ -633,7 +447,7 @@ def _table_row(st: Statement, world: _World) -> list[ParsedRule]:
     key_head, key_val = st.cells[0]
     norm = lambda v: re.sub(r"[^a-z0-9]+", "_", str(v).lower()).strip("_")  # noqa: E731
     conds = [(c, f) for c in world.schema.collections for f in c.fields
-             if (f.enum and norm(key_val) in {norm(v) for v in f.enum}) or (overlap(_phrase(key_head), f.name) >= 3)]
+             if (f.enum and norm(key_val) in {norm(v) for v in f.enum}) or (overlap(phrase_of(key_head), f.name) >= 3)]
     out: list[ParsedRule] = []
     for head, cell in st.cells[1:]:
         lim = _LIMIT_HEAD.search(head)
@@ -644,15 +458,15 @@ def _table_row(st: Statement, world: _World) -> list[ParsedRule]:
         if re.match(r"\s*" + _UNIT, m.group(2), re.I):
             continue  # "Book ahead at most: 7 days" is a window on an argument's date, not read here
         key = "min" if lim.group(1).lower().startswith("min") or lim.group(1).lower() == "at least" else "max"
-        phrase = _phrase(_LIMIT_HEAD.sub(" ", re.split(r"\bper\b", head, maxsplit=1, flags=re.I)[0]))
+        phrase = phrase_of(_LIMIT_HEAD.sub(" ", re.split(r"\bper\b", head, maxsplit=1, flags=re.I)[0]))
         pairs = []
-        for t, p in _param(world.writes, phrase, types=("integer", "number", "array")):
+        for t, p in params_named(world.writes, phrase, types=("integer", "number", "array")):
             when = next(({"collection": c.name, "id_arg": c.primary_key, "field": f.name, "values": [key_val]}
                          for c, f in conds if c.primary_key in t.params), None)
             if when is not None:
                 pairs.append((t, {"op": "arg_limit", "arg": p, key: n, "when": when}))
         text = f"{key_head} {key_val}: {head} {cell}"
-        out += _by_tool("quantity_limit", text, pairs,
+        out += by_tool("quantity_limit", text, pairs,
                         f"no write takes '{' '.join(phrase)}' with the {key_head.lower()} it depends on", values=[n])
     return out
 
@@ -668,7 +482,7 @@ def _plain(text: str) -> str:
     return re.sub(r"n't\b", " not", text)
 
 
-def read_statement(st: Statement, world: _World) -> list[ParsedRule]:
+def read_statement(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     """The rules one statement states: the first forms that read it (a statement may state several)."""
     st = Statement(_plain(st.text), st.offset, st.context, st.cells)
     out: list[ParsedRule] = []
@@ -689,7 +503,7 @@ def read_statement(st: Statement, world: _World) -> list[ParsedRule]:
 def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, schema: StateSchema) -> list[ParsedRule]:
     """Every rule-like statement of one policy document, over the canonical tool names: enforced
     (``runtime`` / ``judged``) with its check, or ``not enforced`` with why."""
-    world = _world(specs, plans, schema)
+    world = policy_world(specs, plans, schema)
     out: list[ParsedRule] = []
     for st in statements(text):
         if not RULE_CUE.search(st.text):
@@ -713,7 +527,7 @@ def prose_policy_rules(spec: ToolSpec, plan: Any, schema: StateSchema, specs: li
     from autoforge.domain.argument_rules import argument_rule
     from autoforge.domain.rules import rule_texts
 
-    world = _world(specs, plans, schema)
+    world = policy_world(specs, plans, schema)
     me = [t for t in world.tools if t.name == spec.name]
     if not me or me[0].effect != "write":
         return []

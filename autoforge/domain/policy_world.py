@@ -1,0 +1,203 @@
+"""The tool set as the policy reader sees it: each tool's verbs, nouns, arguments and the records it
+names, and how a statement's words pick tools, arguments and fields (:mod:`autoforge.domain.policy`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoforge.domain import words as nm
+from autoforge.domain.policy_text import STOP, Statement, overlap, stem, words_of
+from autoforge.domain.rule_kinds import ParsedRule
+from autoforge.tooldocs.schema import props, unwrap
+from autoforge.types import CollectionSpec, StateSchema, ToolSpec
+
+# Verbs that say the same thing about a record (a policy says "changed", the tool is modify_booking)
+VERB_GROUPS = [
+    {"modify", "change", "update", "edit", "amend", "alter", "reschedule", "adjust", "move", "upgrade", "downgrade"},
+    {"cancel", "void", "revoke", "terminate", "abort"},
+    {"create", "book", "reserve", "place", "open", "submit", "register", "order", "purchase", "buy", "rent",
+     "schedule", "new", "file", "enroll"},
+    {"refund", "reimburse"}, {"return", "exchange"}, {"renew", "extend", "extension", "renewal"},
+    {"delete", "remove", "close"}, {"top", "topup", "recharge", "reload", "add"}, {"transfer", "send", "pay", "payment"},
+    {"redeem", "spend", "use", "apply"}, {"check_in", "checkin"}, {"check_out", "checkout"},
+]
+
+
+# --------------------------------------------------------------------------- the tool set as the reader sees it
+
+
+@dataclass
+class PolicyTool:
+    name: str
+    kind: str
+    effect: str
+    entity: str
+    params: dict[str, dict]
+    coll: CollectionSpec | None
+    verbs: set[str] = field(default_factory=set)  # stems of the verb and its synonyms
+    ents: set[str] = field(default_factory=set)  # stems of the entity words
+    named: set[str] = field(default_factory=set)  # stems of the name's other words (request_refill: refill)
+
+
+@dataclass
+class PolicyWorld:
+    tools: list[PolicyTool]
+    schema: StateSchema
+
+    @property
+    def writes(self) -> list[PolicyTool]:
+        return [t for t in self.tools if t.effect == "write" and t.kind not in ("handoff", "scratchpad", "calculator")]
+
+    def coll(self, word: str) -> CollectionSpec | None:
+        s = stem(nm.singular(word.lower()))
+        return next((c for c in self.schema.collections if stem(c.entity) == s or stem(nm.singular(c.name)) == s), None)
+
+
+def policy_world(specs: list[ToolSpec], plans: dict, schema: StateSchema) -> PolicyWorld:
+    tools = []
+    for s in specs:
+        p = plans.get(s.name)
+        if p is None:
+            continue
+        params = {k: (unwrap(v) if isinstance(v, dict) else {}) for k, v in props(s.parameters).items()}
+        coll = next((c for c in schema.collections if c.entity == p.entity), None)
+        verb_words = {p.verb} | set(nm.words(s.name)[:1])
+        verbs = {stem(v) for v in verb_words}
+        for g in VERB_GROUPS:
+            if verb_words & g or any(stem(v) in {stem(x) for x in g} for v in verb_words):
+                verbs |= {stem(x) for x in g}
+        ents = {stem(w) for w in nm.words(p.entity)} | ({stem(nm.singular(coll.name))} if coll else set())
+        named = {stem(w) for w in nm.words(s.name)[1:] if w not in STOP and len(w) > 2} - ents - verbs
+        tools.append(PolicyTool(s.name, p.kind, p.effect, p.entity, params, coll, verbs, ents, named))
+    return PolicyWorld(tools, schema)
+
+
+def statuses_of(world: PolicyWorld) -> set[str]:
+    out: set[str] = set()
+    for c in world.schema.collections:
+        for f in c.fields:
+            if f.name == "status" and f.enum:
+                out |= {str(v).lower() for v in f.enum}
+    return out
+
+
+def governed_tools(st: Statement, world: PolicyWorld, pool: list[PolicyTool] | None = None, exclude: list[str] | None = None) -> list[PolicyTool]:
+    """The write tools a statement governs: the best match of its verbs and entities; none when no
+    verb matches. A status word names a state, not an action, except right after "be" ("cannot be
+    cancelled"); a collection's noun is no verb ("booking" is no "book"); ``exclude``: words of a
+    date or quantity phrase ("before check-in" names no check-in)."""
+    statuses = statuses_of(world)
+    raw = re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", st.text)
+    kept: list[str] = []
+    for k, w in enumerate(raw):
+        lw = w.lower().replace("-", "_")
+        if lw in statuses and not (k and raw[k - 1].lower() in ("be", "been", "being", "get", "gets")):
+            continue
+        kept.append(w)
+    skip = {stem(nm.singular(w)) for w in exclude or []}
+    nouns = {stem(c.entity) for c in world.schema.collections} | {stem(nm.singular(c.name)) for c in world.schema.collections}
+    stems = {stem(nm.singular(w)) for w in words_of(" ".join(kept))} - skip
+    # a record's noun used as a verb ("can be refilled", "cancelling") names the tools on that record
+    after_modal = lambda k: k > 0 and kept[k - 1].lower() in ("be", "to", "can", "cannot", "may", "must", "not", "never")  # noqa: E731
+    verbish = {stem(w) for k, w in enumerate(kept) if after_modal(k) or w.lower().endswith("ed") or (
+        w.lower().endswith("ing") and stem(w) not in nouns)} - skip
+    ctx = {stem(nm.singular(w)) for w in words_of(st.context)}
+    best, out = 0.0, []
+    for t in pool if pool is not None else world.writes:
+        verbs = t.verbs - nouns
+        v, e = bool(verbs & stems) or bool((t.named | t.ents) & verbish), bool(t.ents & stems)
+        vc, ec = bool(verbs & ctx), bool(t.ents & ctx)
+        score = 2 * v + e + 0.5 * (vc and not v) + 0.25 * (ec and not e)
+        if not v and not vc:
+            continue
+        if score > best:
+            best, out = score, [t]
+        elif score == best:
+            out.append(t)
+    return out
+
+
+def any_write(text: str) -> bool:
+    return bool(re.search(r"\b(any|all|every|each)\b[^.]{0,30}\b(change|changes|action|actions|update|updates|write|"
+                          r"modification|request|transaction|operation)s?\b|\baccount[- ]changing\b|\bconsequential\b", text, re.I))
+
+
+def params_named(world_tools: list[PolicyTool], phrase: list[str], *, types: tuple[str, ...] | None = None,
+           min_score: float = 1.0) -> list[tuple[PolicyTool, str]]:
+    """(tool, argument) pairs whose argument the phrase names best (an id argument never)."""
+    best, out = min_score, []
+    for t in world_tools:
+        for p, s in t.params.items():
+            if p.endswith("_id") or p.endswith("_ids"):
+                continue
+            if types and s.get("type") not in types and not (s.get("type") is None and "array" in types):
+                continue
+            sc = overlap(phrase, p)
+            if sc > best + 1e-9:
+                best, out = sc, [(t, p)]
+            elif sc and abs(sc - best) < 1e-9:
+                out.append((t, p))
+    return out
+
+
+def field_named(coll: CollectionSpec | None, phrase: list[str], *, dates: bool = False, numbers: bool = False) -> str | None:
+    """The field of ``coll`` the phrase names best (a date field / a number or list field)."""
+    if coll is None:
+        return None
+    best, out = 0.0, None
+    for f in coll.fields:
+        if dates and not is_date(f):
+            continue
+        if numbers and f.type not in ("integer", "number", "array", "object"):
+            continue
+        sc = overlap(phrase, f.name)
+        if dates:  # "booking" names created_at / booked_at / booking_date; "delivery" delivered_at
+            ws = {stem(nm.singular(w)) for w in phrase}
+            if ws & {"book", "reserv", "creat", "plac", "purchas", "order", "sign", "open"} and re.search(
+                    r"created|booked|placed|ordered|purchased|opened|signed", f.name):
+                sc = max(sc, 1.5)
+        if sc > best:
+            best, out = sc, f.name
+    if best < 1.0 and dates and {stem(nm.singular(w)) for w in phrase} & {stem(coll.entity), stem(nm.singular(coll.name))}:
+        # "the day of the appointment": the record's own date
+        own = [f.name for f in coll.fields if is_date(f) and not re.search(r"created|updated|_at$", f.name)]
+        return next((f for f in own if re.search(r"date|start|time|scheduled", f)), own[0] if own else None)
+    return out if best >= 1.0 else None
+
+
+def records_named(t: PolicyTool, world: PolicyWorld) -> list[CollectionSpec]:
+    """The records a call names by id: its own collection's first, then any other whose key it takes."""
+    out = [t.coll] if t.coll is not None and t.coll.primary_key in t.params else []
+    return out + [c for c in world.schema.collections if c is not t.coll and c.primary_key in t.params]
+
+
+def is_date(f: Any) -> bool:
+    return f.format in ("date", "date-time") or bool(re.search(r"(_at|_date|_on|_time|^date|_day)$", f.name)) \
+        or f.name in ("check_in", "check_out", "departure", "arrival", "deadline", "due", "expires")
+
+
+def phrase_of(text: str | None) -> list[str]:
+    return [w for w in words_of(text or "") if w not in STOP]
+
+
+def make_rule(kind: str, text: str, check: dict | None, tools: list[PolicyTool], enforcement: str = "runtime",
+          why: str | None = None, field_: str | None = None, values: list | None = None) -> ParsedRule:
+    if check is None or not tools:
+        enforcement = "not enforced"
+        why = why or ("it names no tool of this tool set" if not tools else "not read into a check")
+    return ParsedRule(kind, text, field_, list(values or []), enforcement, tools=[t.name for t in tools],
+                      check=check if enforcement != "not enforced" else None, why=why)
+
+
+def by_tool(kind: str, text: str, pairs: list[tuple[PolicyTool, dict]], why: str, **kw) -> list[ParsedRule]:
+    """One record per distinct check (the same check on several tools is one rule binding them all)."""
+    if not pairs:
+        return [make_rule(kind, text, None, [], why=why, **kw)]
+    groups: dict[str, tuple[dict, list[PolicyTool]]] = {}
+    for t, check in pairs:
+        key = repr(sorted(check.items()))
+        groups.setdefault(key, (check, []))[1].append(t)
+    return [make_rule(kind, text, check, tools, **kw) for check, tools in groups.values()]
