@@ -393,8 +393,8 @@ def _prohibition(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
             named = [v for v in enum if " " + re.sub(r"[^a-z0-9]+", " ", v.lower()).strip() + " " in low]
             if not named or len(named) == len(enum):
                 continue
-            if not (overlap(phrase_of(text), p) or len(named) >= 2 and re.search(r"\b(only|must|either)\b", text, re.I)):
-                continue
+            if not overlap(phrase_of(text), p):
+                continue  # the sentence must name the argument, not only some of its values
             if _NEGATION.search(text):
                 pairs.append((t, {"op": "arg_not", "arg": p, "values": named}))
             elif re.search(r"\b(only|must|either|one of)\b", text, re.I):
@@ -411,28 +411,44 @@ def _status(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     for t, c in [(t, c) for t in governed_tools(st, world) for c in records_named(t, world)]:
         if c is not t.coll and not ({stem(c.entity), stem(nm.singular(c.name))} | {stem(w) for w in nm.words(c.entity)}) & said:
             continue  # another record's status only where the statement names that record
-        enum = next((list(f.enum) for f in c.fields if f.name == "status" and f.enum), None)
-        if not enum:
-            continue
-        clean = re.sub(r"\((?:not yet|i\.e\.|e\.g\.)[^)]*\)", " ", text)  # "pending (not yet shipped)": pending
-        allowed, forbidden = status_rules(clean, [str(v) for v in enum], c.entity)
-        # a prohibition whose condition is negated allows: "do not cancel ... unless it is pending",
-        # "do not accept a return for an order that has not been delivered"
-        cond = re.search(r"\b(unless|except (?:when|if)|only if)\b(.*)$|\b(?:that|which|whose \w+)\s+(?:is|has|have|are)\s+"
-                         r"(?:not|never)\b(.*)$", clean, re.I)
-        if cond and re.match(r"\s*(?:\W*\s*)?(do not|never|no\b|cannot|must not)", clean, re.I):
-            tail = cond.group(2) or cond.group(3) or ""
-            named = [v for v in enum if re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\b", tail.replace("_", " "), re.I)]
-            if named:
-                allowed, forbidden = [str(v) for v in named], []
-        if not allowed and not forbidden:
-            continue
-        check = {"op": "status", "collection": c.name, "id_arg": c.primary_key, "field": "status"}
-        check.update({"allowed": allowed} if allowed else {"forbidden": forbidden})
-        pairs.append((t, check))
+        # the status first, then any other field with documented values ("basic economy flights
+        # cannot be modified": the cabin) whose values the statement names
+        fields = sorted((f for f in c.fields if f.enum and all(isinstance(v, str) for v in f.enum)),
+                        key=lambda f: f.name != "status")
+        for f in fields:
+            got = _status_check(text, c, f)
+            if got is not None:
+                pairs.append((t, got))
+                break
     if not pairs:
         return []
     return by_tool("source_status", text, pairs, "", field_="status")
+
+
+def _status_check(text: str, c: Any, f: Any) -> dict | None:
+    """The status guard ``text`` states on field ``f`` of collection ``c`` (its documented values), or None."""
+    enum = list(f.enum)
+    if f.name != "status" and not any(re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\b",
+                                                text.replace("_", " "), re.I) for v in enum):
+        return None
+    clean = re.sub(r"\((?:not yet|i\.e\.|e\.g\.)[^)]*\)", " ", text)  # "pending (not yet shipped)": pending
+    allowed, forbidden = status_rules(clean, [str(v) for v in enum], c.entity)
+    if f.name != "status" and len(allowed) == len(enum):
+        return None
+    # a prohibition whose condition is negated allows: "do not cancel ... unless it is pending",
+    # "do not accept a return for an order that has not been delivered"
+    cond = re.search(r"\b(unless|except (?:when|if)|only if)\b(.*)$|\b(?:that|which|whose \w+)\s+(?:is|has|have|are)\s+"
+                     r"(?:not|never)\b(.*)$", clean, re.I)
+    if cond and re.match(r"\s*(?:\W*\s*)?(do not|never|no\b|cannot|must not)", clean, re.I):
+        tail = cond.group(2) or cond.group(3) or ""
+        named = [v for v in enum if re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\b", tail.replace("_", " "), re.I)]
+        if named:
+            allowed, forbidden = [str(v) for v in named], []
+    if not allowed and not forbidden:
+        return None
+    check = {"op": "status", "collection": c.name, "id_arg": c.primary_key, "field": f.name}
+    check.update({"allowed": allowed} if allowed else {"forbidden": forbidden})
+    return check
 
 
 _LIMIT_HEAD = re.compile(r"\b(max(?:imum)?|at most|up to|limit|cap|min(?:imum)?|at least)\b", re.I)

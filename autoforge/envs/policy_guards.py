@@ -271,6 +271,10 @@ def probe_guard(env: Any, tool: ToolCode, spec: ToolSpec, g: dict, state: dict, 
         # a call that breaks it may break an overlapping rule checked first ("only confirmed" before
         # "not cancelled"): refused by that rule, it still has to break this one
         overlapping = broke.rule_id not in (None, g["rule_id"]) and guard_broken(g, bad_st, bad_args)
+        # the doc's own argument schema states the same limit (maxItems 5 and "at most 5 passengers"):
+        # refused by the validation that runs first, still refused and still unchanged
+        overlapping = overlapping or (not broke.ok and broke.rule_id is None and "invalid arguments" in broke.to_text()
+                                      and guard_broken(g, bad_st, bad_args))
         if broke.ok or (broke.rule_id != g["rule_id"] and not overlapping):
             return "failed", f"a call that breaks it was not refused by the rule: {broke.to_text()[:200]}"
         if env.state_hash() != before:
