@@ -91,7 +91,7 @@ _LIMIT = re.compile(r"\b(at most|no more than|up to|a maximum of|maximum of|max(
                     r"may not exceed|must not exceed|not to exceed|not exceed|more than|over|at least|a minimum of|minimum of|"
                     r"min(?:imum)?|fewer than|less than|under)\s*:?\s*" + NUM + r"\s*([a-z$%][\w\- ]{0,40})?", re.I)
 _PER = re.compile(r"\b(one|a single|" + NUM + r")\s+([a-z][\w\-]*(?: [a-z][\w\-]*)?)\s+(?:per|for each|each)\s+([a-z][\w\-]*)", re.I)
-_EXCEED = re.compile(r"\b(cannot|may not|must not|can ?not|should not|never|can't|not)\s+(?:be\s+)?(exceed|be (?:more|greater|higher|"
+_EXCEED = re.compile(r"\b(cannot|may not|must not|can ?not|should not|never|can't|not)\s+(?:be\s+)?(exceed|[a-z]+ more than|be (?:more|greater|higher|"
                      r"larger) than|surpass|go over)\s+(?:the\s+|its\s+|their\s+)?([a-z][\w\-' ]{1,40})", re.I)
 _COVER = re.compile(r"\b(must|should|needs? to|has to)\s+(cover|be at least|pay|match|equal)\s+(?:the\s+|its\s+)?([a-z][\w\- ]{1,40})",
                     re.I)
@@ -235,10 +235,10 @@ def _money(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         m = rx.search(text)
         if not m:
             continue
-        phrase = phrase_of(m.group(3))[:3]
+        phrase = [w for w in words_of(m.group(3)) if w not in ("the", "a", "an", "its", "their", "of", "s")][:3]
         if not phrase or number(phrase[0]) is not None:
             continue
-        subject = phrase_of(text[: m.start()])[-3:]
+        subject = phrase_of(text[: m.start()])[-3:] + ([m.group(2).split()[0]] if " more than" in m.group(2) else [])
         pairs = []
         for t in governed_tools(st, world) or world.writes:
             money_args = [p for p, s in t.params.items() if s.get("type") in ("number", "integer")
@@ -343,7 +343,7 @@ def _cross_record(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     m = _MEMBER.search(text) if not out else None
     if m and re.search(r"\b(must|only|cannot|not|should)\b", text, re.I):
         holder = world.coll(m.group(1))
-        item_words = phrase_of(text[: m.start()])[-2:]
+        item_words = phrase_of(text[: m.start()])
         pairs = []
         for t in governed_tools(st, world) or world.writes:
             if holder is None or holder.primary_key not in t.params:
@@ -351,10 +351,13 @@ def _cross_record(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
             for p in t.params:
                 if p == holder.primary_key or not (p.endswith("_id") or p.endswith("_ids")):
                     continue
-                if item_words and not overlap(item_words, p.rsplit("_", 1)[0]):
+                base = p[:-4] if p.endswith("_ids") else p[:-3]
+                # the holder's list of these ids: named like them (item_ids), or a list of objects that
+                # carry them (items: [{product_id ...}])
+                lists = [f.name for f in holder.fields if f.type == "array" and (
+                    overlap([base, nm.plural(base)], f.name) or base + "_id" in ((f.items or {}).get("properties") or {}))]
+                if item_words and lists and not (overlap(item_words, base) or overlap(item_words, lists[0])):
                     continue
-                lists = [f.name for f in holder.fields if f.type == "array"
-                         and overlap([p.rsplit("_", 1)[0], nm.plural(p.rsplit("_", 1)[0])], f.name)]
                 if lists:
                     pairs.append((t, {"op": "member", "collection": holder.name, "id_arg": holder.primary_key,
                                       "list_field": lists[0], "item_arg": p}))

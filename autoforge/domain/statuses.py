@@ -27,7 +27,7 @@ def status_words(text: str) -> list[str]:
 
 
 NEGATIONS = {"cannot", "can't", "not", "never", "no", "nor", "unless", "except", "without"}
-TARGET_CUES = {"be", "become", "becomes", "to", "as", "marked", "set"}
+TARGET_CUES = {"be", "being", "become", "becomes", "to", "as", "marked", "set"}
 
 
 def status_rules(text: str, enum: list[str], entity: str, target: str | None = None) -> tuple[list[str], list[str]]:

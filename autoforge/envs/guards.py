@@ -309,13 +309,15 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         args[g["owner_arg"]] = have if keep else _other_owner(state, g["owner_field"], have)
     elif op == "member":
         held = _ids(rec.get(g["list_field"]))
+        listed = isinstance(args.get(g["item_arg"]), list)  # product_ids: a list of ids, each must be held
         if keep:
             if held:
-                args[g["item_arg"]] = held[0]
+                args[g["item_arg"]] = [held[0]] if listed else held[0]
             else:
-                rec[g["list_field"]] = [args.get(g["item_arg"])]
+                rec[g["list_field"]] = list(args[g["item_arg"]]) if listed else [args.get(g["item_arg"])]
         else:
-            args[g["item_arg"]] = "not-in-" + str(args.get(g["id_arg"]))
+            other = _other_member(state, g, held)
+            args[g["item_arg"]] = [other] if listed else other
     elif op == "unchanged":
         have = rec.get(g["field"])
         if keep:
@@ -341,6 +343,19 @@ def _other_owner(state: dict, key: str, have: Any) -> Any:
                 if isinstance(r, dict) and key in r and str(r[key]) == str(k) and str(k) != str(have):
                     return r[key]
     return f"{have}-other"
+
+
+def _other_member(state: dict, g: dict, held: list[str]) -> Any:
+    """An id the record's list does not hold: a real record's of the same kind where the state has one
+    (so the call passes its schema), else a made-up one."""
+    key = str(g.get("item_arg") or "")
+    key = key[:-1] if key.endswith("_ids") else key
+    for recs in state.values():
+        if isinstance(recs, dict):
+            for k, r in recs.items():
+                if isinstance(r, dict) and key in r and str(r[key]) == str(k) and str(k) not in held:
+                    return r[key]
+    return "not-in-" + "-".join(held[:1] or ["list"])
 
 
 def _enum(g: dict, enums: dict[str, list] | None) -> list | None:
