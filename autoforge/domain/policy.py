@@ -41,7 +41,7 @@ import re
 from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, words_of
+from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, verb_span_free, words_of
 from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
                                            params_named, phrase_of, policy_world, make_rule, governed_tools)
 from autoforge.domain.rule_kinds import ParsedRule
@@ -52,7 +52,8 @@ from autoforge.types import StateSchema, ToolSpec
 RULE_CUE = re.compile(
     r"\b(must|only|cannot|can ?not|can't|may not|never|requires?|required|at most|at least|no more than|not allowed"
     r"|unless|should|need to|needs to|has to|have to|eligible|allowed|permitted|limit(?:ed|s)?|maximum|minimum|max"
-    r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before)\b", re.I)
+    r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before|no sooner than|no earlier than"
+    r"|not until|prohibited|forbidden|restricted|no longer)\b", re.I)
 PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", "employee", "account", "holder",
           "passenger", "traveler", "traveller", "subscriber", "borrower", "student", "owner", "renter", "driver"}
 _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm\w*)\b[^.]{0,40}?"
@@ -431,6 +432,7 @@ def _status(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
 def _status_check(text: str, c: Any, f: Any) -> dict | None:
     """The status guard ``text`` states on field ``f`` of collection ``c`` (its documented values), or None."""
     enum = list(f.enum)
+    text = verb_span_free(text)
     if f.name != "status" and not any(re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\b",
                                                 text.replace("_", " "), re.I) for v in enum):
         return None

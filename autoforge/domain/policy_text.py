@@ -183,3 +183,14 @@ def overlap(phrase: list[str], name: str) -> float:
     if not hits:
         return 0.0
     return len(hits) / len(stems) + 0.5 * len(hits)
+
+
+_VERB_SPAN = re.compile(r"(\b(?:can|may|must|cannot|should|will|could)\s+(?:only\s+|not\s+|never\s+)?be\s+)"
+                        r"((?:[a-z_-]+(?:,\s*|\s+(?:or|and)\s+|\s+in\b\s*)?)+?(?=\s*(?:\b(?:if|when|while|unless|only|once|after|before|by|"
+                        r"for|on|at|until)\b|[.;:(]|$)))", re.I)
+
+
+def verb_span_free(text: str) -> str:
+    """``text`` without the actions a modal lists ("can be changed, cancelled or checked in"): words that
+    name what is done, not the state a record must be in."""
+    return _VERB_SPAN.sub(lambda m: m.group(1) + " " * len(m.group(2)), text)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.domain.policy_text import STOP, Statement, overlap, stem, words_of
+from autoforge.domain.policy_text import STOP, Statement, overlap, stem, verb_span_free, words_of
 from autoforge.domain.rule_kinds import ParsedRule
 from autoforge.tooldocs.schema import props, unwrap
 from autoforge.types import CollectionSpec, StateSchema, ToolSpec
@@ -21,7 +21,7 @@ VERB_GROUPS = [
     {"create", "book", "reserve", "place", "open", "submit", "register", "order", "purchase", "buy", "rent",
      "schedule", "new", "file", "enroll"},
     {"refund", "reimburse"}, {"return", "exchange"}, {"renew", "extend", "extension", "renewal"},
-    {"delete", "remove", "close"}, {"top", "topup", "recharge", "reload", "add"}, {"transfer", "send", "pay", "payment"},
+    {"delete", "remove", "close"}, {"issue", "grant", "give", "receive"}, {"top", "topup", "recharge", "reload", "add"}, {"transfer", "send", "pay", "payment"},
     {"redeem", "spend", "use", "apply"}, {"check_in", "checkin"}, {"check_out", "checkout"},
 ]
 
@@ -92,10 +92,12 @@ def governed_tools(st: Statement, world: PolicyWorld, pool: list[PolicyTool] | N
     statuses = statuses_of(world)
     raw = re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", st.text)
     kept: list[str] = []
+    listed = set(re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", st.text)) - set(
+        re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", verb_span_free(st.text)))
     for k, w in enumerate(raw):
         lw = w.lower().replace("-", "_")
-        if lw in statuses and not (k and raw[k - 1].lower() in ("be", "been", "being", "get", "gets")):
-            continue
+        if lw in statuses and w not in listed and not (k and raw[k - 1].lower() in ("be", "been", "being", "get", "gets")):
+            continue  # a status word names a state, unless the modal lists it as an action
         kept.append(w)
     skip = {stem(nm.singular(w)) for w in exclude or []}
     nouns = {stem(c.entity) for c in world.schema.collections} | {stem(nm.singular(c.name)) for c in world.schema.collections}

@@ -45,6 +45,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from autoforge.envs.sandbox import NOW  # the clock every environment sees
 
+_NOW = datetime.fromisoformat(NOW)  # parsed once: guards run on every call
 OPS = ("status", "arg_limit", "arg_not", "arg_in", "record_limit", "count_limit", "window", "owned", "member",
        "unchanged", "covers")
 RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in"}
@@ -161,7 +162,7 @@ def broken(g: dict, state: Any, args: dict) -> bool:
         t = _when(rec.get(g.get("field")))
         if t is None:
             return False
-        now = datetime.fromisoformat(NOW)
+        now = _NOW
         direction = g.get("direction", "since")
         if direction == "after":  # "no sooner than 21 days after the last fill"
             return now - t < _span(g)
