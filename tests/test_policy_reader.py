@@ -134,3 +134,43 @@ def test_every_rule_like_sentence_of_the_real_policies_is_kept():
             assert {s.offset for s in cued} <= {r.offset for r in rules}, folder.name
             for r in rules:
                 assert (r.enforcement == "not enforced" and r.why) or (r.tools and r.check), (folder.name, r)
+
+
+FIXTURES = ROOT / "tests" / "fixtures" / "policies"
+
+
+def test_the_fixture_policies_checkable_rules_are_enforced_on_their_tools():
+    """The answer keys of tests/fixtures/policies (.expected_rules.json): at least 80% of the rules a
+    tool call can break are enforced on the tool the key names (runtime with a passing probe, or judged)."""
+    import json
+
+    hit = total = 0
+    for folder in sorted(p for p in FIXTURES.iterdir() if p.is_dir()):
+        keys = json.loads((folder / ".expected_rules.json").read_text())
+        res = ingest_paths([str(folder)])
+        out = synthesize_environment(res.toolsets[0], res.specs, policies=list(res.policies))
+        rows = [r for r in out.rules if r.source != "tool"]
+        text = (folder / "policy.md").read_text()
+        for k in keys:
+            if not (k.get("checkable") and k.get("tool")):
+                continue
+            total += 1
+            at = text.find(k["sentence"])
+            got = [r for r in rows if r.source_offset is not None  # the statement holding the key's sentence
+                   and r.source_offset <= at + len(k["sentence"]) and at <= r.source_offset + len(r.text) + 8]
+            hit += any(k["tool"] in r.tools and (r.enforcement == "judged" or (r.enforcement == "runtime" and r.probe == "passed"))
+                       for r in got)
+    assert total >= 60 and hit / total >= 0.8, (hit, total)
+
+
+def test_tier_tables_ranges_and_counts_left(hotel):
+    table = ("| Tier | Max points per redemption |\n|---|---|\n| gold | 4000 |\n\n"
+             "Guests may stay for 1 to 14 nights.\n\nA booking with no nights left cannot be modified.\n")
+    _, _, cspecs, plans, schema = hotel
+    rules = read_policy(table, "policy.md", cspecs, plans, schema)
+    by = {r.kind: r for r in rules}
+    assert all(r.source == "policy.md" for r in rules)
+    assert any(r.check and r.check.get("op") == "arg_limit" and r.check.get("min") == 1 and r.check.get("max") == 14
+               for r in rules if r.enforcement == "runtime") or "quantity_limit" in by
+    left = [r for r in rules if r.check and r.check.get("op") == "record_min"]
+    assert left and left[0].check["field"] == "nights" and "modify_booking_dates" in left[0].tools

@@ -53,7 +53,8 @@ RULE_CUE = re.compile(
     r"\b(must|only|cannot|can ?not|can't|may not|never|requires?|required|at most|at least|no more than|not allowed"
     r"|unless|should|need to|needs to|has to|have to|eligible|allowed|permitted|limit(?:ed|s)?|maximum|minimum|max"
     r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before|no sooner than|no earlier than"
-    r"|not until|prohibited|forbidden|restricted|no longer)\b", re.I)
+    r"|not until|prohibited|forbidden|restricted|no longer|at a time|left|remaining)\b"
+    r"|\b(?:for|from|between)\s+\d+\s+(?:to|and)\s+\d+\b", re.I)
 PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", "employee", "account", "holder",
           "passenger", "traveler", "traveller", "subscriber", "borrower", "student", "owner", "renter", "driver"}
 _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm\w*)\b[^.]{0,40}?"
@@ -88,6 +89,10 @@ _ON_DAY = re.compile(r"\b(?:not|cannot|never|no)\b[^.]{0,50}?\bon the (?:same )?
                      r"([a-z][\w\-' ]{1,40})", re.I)
 _PAST = re.compile(r"\b(?:not|cannot|never|no)\b[^.]{0,50}?\b(?:after|past|beyond|once)\s+(?:the\s+|their\s+|its\s+)"
                    r"([a-z][\w\-]*(?: date| time| deadline)?)(?:\s+has\s+passed)?", re.I)
+_RANGE = re.compile(r"\b(?:for|from|between)\s+" + NUM + r"\s+(?:to|and|-|\u2013)\s+" + NUM + r"\s+([a-z][\w\- ]{0,30})", re.I)
+_NONE_LEFT = re.compile(r"\bwith no ([a-z][\w ]{1,30}?)\s*(?:remaining|left)?\b[^.]*?\b(?:cannot|can not|may not|must not|never)\b", re.I)
+_HAS_LEFT = re.compile(r"\bonly (?:while|if|when)\b[^.]{0,40}?\bha(?:s|ve) (?:any |some )?([a-z][\w ]{1,30}?)\s+"
+                       r"(?:left|remaining|available)\b", re.I)
 _LIMIT = re.compile(r"\b(at most|no more than|up to|a maximum of|maximum of|max(?:imum)?|limited to|capped at|cannot exceed|"
                     r"may not exceed|must not exceed|not to exceed|not exceed|more than|over|at least|a minimum of|minimum of|"
                     r"min(?:imum)?|fewer than|less than|under)\s*:?\s*" + NUM + r"\s*([a-z$%][\w\- ]{0,40})?", re.I)
@@ -261,6 +266,30 @@ def _money(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
 def _quantity(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     out: list[ParsedRule] = []
+    for m in _RANGE.finditer(text):  # "frozen for 1 to 8 weeks", "between 1 and 10 items"
+        lo, hi = number(m.group(1)), number(m.group(2))
+        phrase = phrase_of(re.split(r"\b(?:at a time|at once|per|each|in|on|of|for|to)\b", m.group(3), maxsplit=1)[0])[:3]
+        if lo is None or hi is None or not phrase or re.match(r"\s*(?:before|after|of the|from|prior)\b", text[m.end():]):
+            continue
+        pairs = [(t, {"op": "arg_limit", "arg": p, "min": lo, "max": hi})
+                 for t, p in params_named(governed_tools(st, world) or world.writes, phrase, types=("integer", "number", "array"))]
+        out += by_tool("quantity_limit", text, pairs, f"no argument holds '{' '.join(phrase)}'", values=[lo, hi])
+    for rx in (_NONE_LEFT, _HAS_LEFT):  # "with no refills remaining", "only while it has passes left"
+        m = rx.search(text)
+        if not m:
+            continue
+        phrase = phrase_of(m.group(1))[:3]
+        pairs = []
+        for t in governed_tools(st, world):
+            for c in records_named(t, world):
+                fld = field_named(c, phrase, numbers=True)
+                if fld:
+                    pairs.append((t, {"op": "record_min", "collection": c.name, "id_arg": c.primary_key, "field": fld,
+                                      "min": 1}))
+                    break
+        out += by_tool("count_limit", text, pairs, f"no record the call names holds '{' '.join(phrase)}'", values=[1])
+    if out:
+        return out
     for m in _LIMIT.finditer(text):
         word, n = m.group(1).lower(), number(m.group(2))
         if n is None:

@@ -34,7 +34,7 @@ class Statement:
     cells: list[tuple[str, str]] | None = None  # a table row: (header, cell) pairs
 
 
-_SENT = re.compile(r"(?<=[.!?;])\s+(?=[A-Z0-9\"'(*_`])")
+_SENT = re.compile(r"(?<=[.!?;])[*_`]*\s+(?=[A-Z0-9\"'(*_`])")
 
 
 def statements(text: str) -> list[Statement]:

@@ -84,12 +84,19 @@ def statuses_of(world: PolicyWorld) -> set[str]:
     return out
 
 
-def governed_tools(st: Statement, world: PolicyWorld, pool: list[PolicyTool] | None = None, exclude: list[str] | None = None) -> list[PolicyTool]:
+def governed_tools(st: Statement, world: PolicyWorld, pool: list[PolicyTool] | None = None,
+                   exclude: list[str] | None = None) -> list[PolicyTool]:
     """The write tools a statement governs: the best match of its verbs and entities; none when no
     verb matches. A status word names a state, not an action, except right after "be" ("cannot be
-    cancelled"); a collection's noun is no verb ("booking" is no "book"); ``exclude``: words of a
-    date or quantity phrase ("before check-in" names no check-in)."""
-    statuses = statuses_of(world)
+    cancelled") or where no other word names an action ("a pass is issued only while ..."); a
+    collection's noun is no verb ("booking" is no "book"); ``exclude``: words of a date or quantity
+    phrase ("before check-in" names no check-in)."""
+    return (_governed(st, world, pool, exclude, statuses_of(world))
+            or _governed(st, world, pool, exclude, set()))
+
+
+def _governed(st: Statement, world: PolicyWorld, pool: list[PolicyTool] | None, exclude: list[str] | None,
+              statuses: set[str]) -> list[PolicyTool]:
     raw = re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", st.text)
     kept: list[str] = []
     listed = set(re.findall(r"[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*", st.text)) - set(

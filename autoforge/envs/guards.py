@@ -24,6 +24,7 @@ arg_in        arg values                                     the argument is non
 record_limit  collection id_arg field max arg? add?          record[field] (number / length) + the argument
                                                              (or ``add``, default 1) exceeds max
 count_limit   collection id_arg counter max                  record[counter] (0 when missing) >= max
+record_min    collection id_arg field min                    record[field] (number / length) < min
 window        collection id_arg field days? hours?           since: NOW - record[field] > window;
               direction since|until|after                    until: record[field] - NOW < window;
                                                              after: NOW - record[field] < window
@@ -46,7 +47,7 @@ from typing import Any
 from autoforge.envs.sandbox import NOW  # the clock every environment sees
 
 _NOW = datetime.fromisoformat(NOW)  # parsed once: guards run on every call
-OPS = ("status", "arg_limit", "arg_not", "arg_in", "record_limit", "count_limit", "window", "owned", "member",
+OPS = ("status", "arg_limit", "arg_not", "arg_in", "record_limit", "record_min", "count_limit", "window", "owned", "member",
        "unchanged", "covers")
 RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in"}
 _MISSING = object()
@@ -158,6 +159,9 @@ def broken(g: dict, state: Any, args: dict) -> bool:
         return have + (add or 0.0) > float(g["max"])
     if op == "count_limit":
         return (_size(rec.get(g.get("counter"))) or 0.0) >= float(g["max"])
+    if op == "record_min":  # "a prescription with no refills remaining cannot be refilled"
+        have = _size(rec.get(g.get("field")))
+        return have is not None and have < float(g["min"])
     if op == "window":
         t = _when(rec.get(g.get("field")))
         if t is None:
@@ -295,6 +299,13 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         rec[g["field"]] = _fill(rec.get(g["field"]), max(0, room if keep else room + 1))
     elif op == "count_limit":
         rec[g["counter"]] = 0 if keep else int(float(g["max"]))
+    elif op == "record_min":
+        have, lo = rec.get(g["field"]), float(g["min"])
+        if isinstance(have, list):
+            rec[g["field"]] = _fill(have, max(0, int(lo) if keep else int(lo) - 1))
+        else:
+            n = max(_size(have) or 0.0, lo) if keep else lo - 1
+            rec[g["field"]] = int(n) if float(n).is_integer() else n
     elif op == "window":
         now, span = datetime.fromisoformat(NOW), _span(g)
         since = g.get("direction", "since") == "since"

@@ -100,7 +100,7 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
 
 JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when")
 _KEYS = {"status": ("collection", "id_arg"), "arg_limit": ("arg",), "arg_not": ("arg", "values"),
-         "arg_in": ("arg", "values"), "record_limit": ("collection", "id_arg", "field", "max"),
+         "arg_in": ("arg", "values"), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
          "count_limit": ("collection", "id_arg", "counter", "max"), "window": ("collection", "id_arg", "field"),
          "owned": ("collection", "id_arg", "owner_field", "owner_arg"),
          "member": ("collection", "id_arg", "list_field", "item_arg"),
