@@ -124,6 +124,19 @@ def asks_confirmation(text: str) -> bool:
     return bool(_CONFIRM_CUES.search(text or ""))
 
 
+_AGREE_CUES = re.compile(r"\b(yes|yeah|yep|sure|ok|okay|go ahead|please do|do it|confirm(?:ed)?|correct|that's right|"
+                         r"proceed|absolutely|of course)\b", re.IGNORECASE)
+_REFUSE_CUES = re.compile(r"\b(no|nope|not|don't|do not|never mind|hold on|wait|stop)\b", re.IGNORECASE)
+
+
+def agrees(text: str) -> bool:
+    """A user reply that agrees to what the agent asked to confirm ("Yes, please go ahead."): an
+    agreement cue and no refusal or hedge ("no", "not", "don't", "wait"). The judged confirm-first
+    rule reads it (:mod:`autoforge.rollout.rule_judge`)."""
+    text = text or ""
+    return bool(_AGREE_CUES.search(text)) and not _REFUSE_CUES.search(text)
+
+
 def claims_completion(text: str) -> bool:
     """The agent reports its work as done (or as impossible): the user may end the episode.
 

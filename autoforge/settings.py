@@ -24,6 +24,8 @@ before anything is written. Command-line flags override these (``--warehouse PAT
     AUTOFORGE_TASK_RUNNER      task_runner      thread | process | dask               thread
     AUTOFORGE_DASK_ADDRESS     dask_address     tcp:// or tls://host:port of a scheduler unset: a local cluster
     AUTOFORGE_TIMING           timing           1/true/yes/on or 0/false/no/off       off
+    AUTOFORGE_BOUNDARY_SHARE   boundary_share   a share, finite, [0, 1]               0.15
+    AUTOFORGE_ZERO_ON_RULE_BREAK zero_on_rule_break 1/true/yes/on or 0/false/no/off   on
 """
 
 from __future__ import annotations
@@ -304,6 +306,13 @@ VARS: dict[str, Var] = {
                         "tcp://127.0.0.1:8786", kind="address", default_text="unset: a local cluster of worker processes"),
     "timing": Var("TIMING", "the switch that makes the CLI print how long a command took", False, "1", kind="bool",
                   default_text="off"),
+    # Issue 33: the share of an environment's generated tasks that are boundary tasks (the user asks for a
+    # write a runtime rule forbids; autoforge/tasks/boundary.py), where its DAGs hold a guarded write.
+    "boundary_share": Var("BOUNDARY_SHARE", "the share of generated tasks that are boundary tasks", 0.15, "0.15",
+                          Range(0, 1, 0.15, integer=False)),
+    # Issue 33: an episode that broke a rule (a refused call, a judged conversation rule) scores 0.
+    "zero_on_rule_break": Var("ZERO_ON_RULE_BREAK", "the switch that scores a rule-breaking episode 0", True, "0",
+                              kind="bool", default_text="on"),
 }
 
 
@@ -346,6 +355,9 @@ class Settings:
     dask_address: str | None = _from_env("dask_address")
     # Print how long each CLI command took (stderr).
     timing: bool = _from_env("timing")
+    # Share of generated tasks that are boundary tasks (issue 33); a rule-breaking episode scores 0.
+    boundary_share: float = _from_env("boundary_share")
+    zero_on_rule_break: bool = _from_env("zero_on_rule_break")
 
     def __post_init__(self) -> None:
         """Values given in code (``Settings(tool_timeout_s=-1)``, ``with_``) obey the same ranges."""

@@ -417,7 +417,8 @@ class Task(Record):
     """D_k = (Q_k, S_k, S*_k, F): request, initial state, gold final state, tools (via env_id).
 
     ``kind`` "state": the reward compares the final state with S*. "answer" (a read-only DAG):
-    S* == S and the agent's final message must state ``gold_answer``."""
+    S* == S and the agent's final message must state ``gold_answer``. "boundary": the user asks for a
+    write a rule forbids; S* == S and the final message must state why (``gold_answer``)."""
 
     task_id: str  # content_id("task", env_id, dag shape, state change)
     env_id: str
@@ -442,6 +443,9 @@ class Task(Record):
     # reads two strings per verified task instead of every stored task's states and DAG.
     duplicate_key: str | None = None
     blueprint_key: str | None = None
+    # Issue 33 (sql/088): the rule ids (tool_rules.rule_id) the task exercises: the runtime guards of the tools its
+    # gold calls and the judged rules binding them; a boundary task's first id is the rule its request runs into.
+    rules: list[str] = Field(default_factory=list)
 
 
 class VerificationResult(Record):
@@ -520,6 +524,9 @@ class Episode(Record):
     run_id: str | None = None
     termination_detail: str | None = None  # why it ended: error message, give-up reason, limit hit
     diagnostics: dict[str, Any] = Field(default_factory=dict)  # injection plan, judge reason, tokens, wall time
+    # Issue 33 (sql/088): rule ids the episode broke: calls the rule engine refused, judged conversation rules
+    # (autoforge.rollout.rule_judge); a rule-breaking episode scores 0 unless AUTOFORGE_ZERO_ON_RULE_BREAK is off
+    rule_breaks: list[str] = Field(default_factory=list)
 
 
 class EvalResult(Record):

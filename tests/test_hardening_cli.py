@@ -25,6 +25,8 @@ ACCEPTED = {
     "AUTOFORGE_LLM_MAX_RETRIES": {"0"},
     "AUTOFORGE_LLM_MAX_REPAIRS": {"0"},
     "AUTOFORGE_TIMING": {"0"},
+    "AUTOFORGE_ZERO_ON_RULE_BREAK": {"0"},
+    "AUTOFORGE_BOUNDARY_SHARE": {"0"},
     "AUTOFORGE_WAREHOUSE": {"abc", "nan", "inf", "-1", "0"},
     "AUTOFORGE_OPENAI_API_KEY": {"abc", "nan", "inf", "-1", "0"},
     "AUTOFORGE_OPENAI_MODEL": {"abc", "nan", "inf", "-1", "0"},

@@ -58,6 +58,8 @@ def test_curated_data_comes_through_the_view_with_filters(wh, tmp_path):
     assert not {t.task_id for t in data.train} & {t.task_id for t in data.test}  # held out
     # prompt_tools="used": only tools some selected task calls
     used = {c.name for t in data.train + data.test for c in t.gold_calls}
+    used |= {n.tool for t in data.train + data.test if t.kind == "boundary"  # and the write a boundary task asks for
+             for n in data.dags[t.dag_id].nodes if n.kind == "tool"}
     assert {c.name for tools in data.tools_by_env.values() for c in tools} == used
     with pytest.raises(ConfigError, match="no curated train tasks"):
         load_curated(wh, _cfg(tmp_path, envs=["no_such_env"]))

@@ -94,12 +94,12 @@ def test_kinds_and_checks_are_registries_that_fail_loud(tools):
     from autoforge.tasks.checks import check
     from autoforge.tasks.kinds import TASK_KINDS, task_kind
 
-    assert list(TASK_KINDS) == ["state", "answer"]
+    assert list(TASK_KINDS) == ["state", "answer", "boundary"]
     assert task_kind("state").changes_state and not task_kind("answer").changes_state
     assert task_kind("answer").states_answer and not task_kind("state").states_answer
-    with pytest.raises(ConfigError, match="valid kinds: state, answer"):
+    with pytest.raises(ConfigError, match="valid kinds: state, answer, boundary"):
         task_kind("quiz")
-    with pytest.raises(ConfigError, match="valid checks: replay_deterministic, changes_state"):
+    with pytest.raises(ConfigError, match="valid checks: policy_rule, replay_deterministic, changes_state"):
         check("looks_fine")
     task = gold_task(tools)
     with pytest.raises(ValueError, match="unknown task kind 'quiz'"):

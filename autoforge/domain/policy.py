@@ -461,6 +461,9 @@ def _status(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
 def _status_check(text: str, c: Any, f: Any) -> dict | None:
     """The status guard ``text`` states on field ``f`` of collection ``c`` (its documented values), or None."""
     enum = list(f.enum)
+    if re.search(r"\b(?:can|may|could) still\b|\b(?:is|are) still (?:allowed|able|permitted)\b", text, re.I) or not re.search(
+            r"\b(only|must|cannot|not|never|unless|except|no|prohibited|forbidden|required)\b", text, re.I):
+        return None  # a permission ("a suspended member can still pay fines") restricts nothing
     text = verb_span_free(text)
     if f.name != "status" and not any(re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\b",
                                                 text.replace("_", " "), re.I) for v in enum):

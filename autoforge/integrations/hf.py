@@ -216,7 +216,8 @@ def export_hf(warehouse: str | None, relation: str, out: str, *, tool_schema: st
     summary = (f"AutoForge tasks from `{relation}`: one row per task of a simulated tool-use environment, with the "
                "opening conversation (`prompt`), the tools (OpenAI function schemas), the initial state and the gold "
                "outcome. Reward: for `kind = state` the sha256 of the canonical JSON of the final environment state "
-               "equals `gold_state_hash`; for `kind = answer` the agent's final message states `gold_answer`. "
+               "equals `gold_state_hash`; for `kind = answer` (and `boundary`: the user asks for what a rule "
+               "forbids) the state is left as it was and the agent's final message states `gold_answer`. "
                "`user_facts` are for a simulated user only (the agent never sees them)." if tasks else
                f"Every row of the AutoForge warehouse relation `{relation}`, its columns as they are.")
     card = card_text(

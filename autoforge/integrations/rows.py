@@ -59,7 +59,8 @@ class TaskRow(BaseModel):
     split: Literal["train", "test"] = Field(description="train, or test (held out); from the task id's hash")
     kind: TaskKindName = Field(
         description="state: the reward compares the final state's hash with gold_state_hash; answer: a read-only "
-                    "task, the agent's final message must state gold_answer")
+                    "task, the agent's final message must state gold_answer; boundary: the user asks for a write a "
+                    "rule forbids, the state must stay as it was and the final message must state why (gold_answer)")
     status: Literal["generated", "verified", "rejected"] = Field(
         description="curation state (every row of v_curated_tasks is verified)")
     batch_id: str | None = Field(description="the factory batch that made the task (None: made outside a batch)")
@@ -77,8 +78,8 @@ class TaskRow(BaseModel):
                     "per environment)")
     gold_state_hash: str = Field(description="hash of S*, the state after the gold tool calls (autoforge.types.state_hash: h2: + 64 hex; older tasks: sha256 of its canonical JSON)")
     gold_answer: dict[str, Any] | None = Field(
-        description="answer tasks: {value, kind (number|string|boolean|list), tolerance, field} the final message "
-                    "must state; None for state tasks")
+        description="answer and boundary tasks: {value, kind (number|string|boolean|list), tolerance, field} the "
+                    "final message must state; None for state tasks")
     user_facts: dict[str, Any] = Field(
         description="hidden facts the simulated user knows and reveals only when asked (never shown to the agent)")
     gold_calls: list[dict[str, Any]] = Field(description="the gold tool calls ({name, arguments}) in order: one solution")

@@ -76,6 +76,7 @@ from autoforge.integrations.rows import TaskRow
 from autoforge.rl.erpo import advantages_with_info
 from autoforge.rollout import reward as R
 from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT, observation_text
+from autoforge.rollout.rule_judge import episode_rule_breaks
 from autoforge.rollout.judge import make_judge
 from autoforge.rollout.users import ErrorRates, sample_plan
 from autoforge.types import Episode, Message, Task, ToolCall, ToolCode, content_id
@@ -332,6 +333,8 @@ class AutoForgeEnvironment:
         except AutoforgeError as exc:
             state, self._broken = None, f"final state unreadable: {exc}"
         reward, info = R.score(task, state, None, final) if state is not None else (None, {"state_match": None})
+        # a call the rule engine refused is a rule break (issue 33): 0 unless AUTOFORGE_ZERO_ON_RULE_BREAK is off
+        reward, info = R.rule_break_reward(reward, info, episode_rule_breaks(messages, self._spec.options.get("judged")))
         if self._broken:
             reward, info["unscored_reason"] = None, self._broken
         judge = self._spec.options["judge"]
@@ -492,13 +495,17 @@ class TRLEnvironments:
         options = {"seed": seed, "error_rates": rates, "user_factory": user_factory, "user_name": user_name,
                    "judge": judge_obj, "max_observation_chars": max_observation_chars}
         self.classes: dict[str, type[AutoForgeEnvironment]] = {}
+        from autoforge.pipeline.corpus import judged_rules
+
+        judged = judged_rules(warehouse, names.values())  # each environment's judged rules (issue 33)
         for env_name, env_id in sorted(names.items()):
             env_rows = [r for r in self.rows if r.env_id == env_id]
             code = tools_by_env.get(env_id) or []
             if not code:
                 raise ConfigError(f"environment {env_name!r} ({env_id}) has no accepted tool code in the warehouse")
             self.classes[env_name] = environment_class(env_id, env_name, env_rows[0].tools, code,
-                                                       {r.task_id: by_id[r.task_id] for r in env_rows}, options)
+                                                       {r.task_id: by_id[r.task_id] for r in env_rows},
+                                                       {**options, "judged": judged.get(env_id, [])})
 
     @property
     def factories(self) -> dict[str, type[AutoForgeEnvironment]]:

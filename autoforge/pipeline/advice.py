@@ -135,6 +135,33 @@ def gold_call_error(drop: Drop, docs: Docs) -> str | None:
             f"description (an enum, a pattern, a minimum, 'only pending orders can be cancelled'), so tasks keep to it")
 
 
+def policy_rule(drop: Drop, docs: Docs) -> str | None:
+    """A gold run the rule engine refused, or whose calls broke a judged rule (issue 33): the detail is
+    ``rule <id>: <tool>(<args>) was refused: policy rule <id>: <message>`` or the judged rule's why."""
+    tools = docs.named_in(drop.detail)
+    if not tools:
+        return None
+    m = re.search(r"\brule (\S+?):", drop.detail)
+    rule = m.group(1) if m else "?"
+    said = drop.detail.rsplit(f"policy rule {rule}:", 1)[-1].split(" (at ")[0].strip()[:160]
+    if "before any lookup" in drop.detail:
+        return (f"tasks that call `{tools[0]}` do not look the user up first, which rule {rule} requires ({said}): "
+                f"make sure a lookup that identifies the user returns what `{tools[0]}` takes (its ids), so a "
+                f"task can go through it")
+    return (f"tasks keep running `{tools[0]}` into rule {rule} ({said}): say in its parameters' schema or "
+            f"descriptions what the rule allows (an enum of the statuses it accepts, a maximum, a pattern), "
+            f"so the values and records a task picks keep it")
+
+
+def boundary_hidden(drop: Drop, docs: Docs) -> str | None:
+    m = re.search(r"no read shows the (\w+) of (\w+)", drop.detail)
+    if not m:
+        return None
+    field_, entity = m.groups()
+    return (f"no read returns the {entity}'s `{field_}`, which a rule checks, so an agent cannot find out why a "
+            f"request breaks it: list `{field_}` in the output schema of a tool that gets the {entity} by its id")
+
+
 def say_what_it_changes(docs: Docs, write: str) -> str:
     """How to state a write's effect, with the write's own entity in the example."""
     entity = analyze_tool(docs.tools[write], set()).entity if write in docs.tools else "record"
@@ -175,6 +202,8 @@ ADVICE: dict[str, Callable[[Drop, Docs], str | None]] = {
     "no_candidate": no_candidate,
     "ambiguous_lookup": ambiguous_lookup,
     "gold_call_error": gold_call_error,
+    "policy_rule": policy_rule,
+    "boundary_hidden": boundary_hidden,
     "no_state_change": no_state_change,
     "unobservable_write": unobservable_write,
     "no_answer": no_answer,

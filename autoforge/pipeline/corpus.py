@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Iterable, TypeVar
 
 from autoforge.types import EnvironmentRecord, Record, Task, ToolCode, ToolSpec
-from autoforge.warehouse import TABLES, query, read_records, table_exists
+from autoforge.warehouse import TABLES, column_exists, query, read_records, table_exists
 
 M = TypeVar("M", bound=Record)
 USABLE = ("ready", "partial")  # environment statuses with accepted tools to run
@@ -76,6 +76,25 @@ def accepted_tools_by_env(warehouse: str | None, env_ids: Iterable[str]) -> dict
     out: dict[str, list[ToolCode]] = {e: [] for e in ids}
     for tool in accepted_tools(warehouse, ids):
         out[tool.env_id].append(tool)
+    return out
+
+
+def judged_rules(warehouse: str | None, env_ids: Iterable[str]) -> dict[str, list[dict]]:
+    """Environment id -> its judged conversation rules (``tool_rules`` rows with enforcement ``judged``) as
+    checks (:func:`autoforge.tasks.rules.judged_checks`), for each of ``env_ids`` (issue 33)."""
+    from autoforge.tasks.rules import judged_checks
+    from autoforge.types import ToolRule
+
+    ids = sorted(set(env_ids))
+    out: dict[str, list[dict]] = {e: [] for e in ids}
+    where, params = ids_clause("env_id", ids)
+    if where is None or not column_exists(warehouse, "tool_rules", "enforcement"):  # before sql/086: no judged rules
+        return out
+    rows: dict[str, list[ToolRule]] = {}
+    for r in read_records(warehouse, ToolRule, f"{where} AND enforcement = 'judged'", params, order_by="rule_id"):
+        rows.setdefault(r.env_id, []).append(r)
+    for e, rs in rows.items():
+        out[e] = judged_checks(rs)
     return out
 
 

@@ -23,7 +23,7 @@ from pydantic import Field
 from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.errors import ConfigError
 from autoforge.pipeline.common import StageParams
-from autoforge.pipeline.corpus import accepted_tools, env_tool_specs
+from autoforge.pipeline.corpus import accepted_tools, env_tool_specs, judged_rules
 from autoforge.rollout.batch import AgentFactory
 from autoforge.rollout.engine import EpisodeConfig
 from autoforge.rollout.evaluate import (AGENT_NAMES, USER_NAMES, evaluate_tasks, format_report, make_user_factory,
@@ -179,7 +179,7 @@ def run(warehouse: str | None, params: EvalParams | None = None, *, error_rates:
             user_name=user_name, trials=p.trials, error_rates=rates, judge=the_judge, concurrency=p.concurrency,
             env_factory=env_factory or default_env_factory,
             config=EpisodeConfig(max_turns=p.max_turns, max_tokens=p.max_tokens), specs_by_env=specs_by_env,
-            seed=p.seed, run_id=run_row.run_id)
+            seed=p.seed, run_id=run_row.run_id, rules_by_env=judged_rules(warehouse, tools_by_env))
     finally:
         getattr(agent_factory, "close", lambda: None)()
     summary = report.summary()

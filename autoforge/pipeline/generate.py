@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import Field
 
 from autoforge.envs.interface import EnvFactory
+from autoforge.pipeline.corpus import judged_rules
 from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, client_for, finish, given, ids_clause,
                                        load_environments, persist)
 from autoforge.tasks.generate import TEST_FRACTION, StageResult, generate_env, stage_counts
@@ -47,11 +48,12 @@ class GenerateInputs:
     tools: dict[str, list[ToolCode]]
     dags: dict[str, list[TaskDag]] = field(default_factory=dict)
     existing_ids: set[str] = field(default_factory=set)  # task ids already stored
+    judged: dict[str, list[dict]] = field(default_factory=dict)  # env -> its judged rules (tasks.rules.judged_checks)
 
     def only(self, env: EnvironmentRecord) -> "GenerateInputs":
         """What one environment's unit needs (a task runner ships this, not the whole stage's inputs)."""
         return GenerateInputs([env], {env.env_id: self.tools.get(env.env_id, [])}, {env.env_id: self.dags.get(env.env_id, [])},
-                              self.existing_ids)
+                              self.existing_ids, {env.env_id: self.judged.get(env.env_id, [])})
 
 
 def load_dags(warehouse: str | None, env_ids: list[str], from_batch: str | None = None) -> list[TaskDag]:
@@ -75,6 +77,7 @@ def load(warehouse: str | None, params: GenerateParams) -> GenerateInputs:
         out.dags = by_env(load_dags(warehouse, ids, params.from_batch))
         out.existing_ids = {r["task_id"] for r in query(warehouse, f"SELECT task_id FROM tasks WHERE {where}", qp,
                                                         read_only_check=False)}
+        out.judged = judged_rules(warehouse, ids)
     return out
 
 
@@ -85,7 +88,8 @@ def run_one(env: EnvironmentRecord, inp: GenerateInputs, params: GenerateParams,
     return generate_env(env, inp.tools.get(env.env_id, []), inp.dags.get(env.env_id, []), params.seed,
                         tasks_per_env=params.tasks_per_env, attempts_per_task=params.attempts_per_task,
                         env_factory=env_factory, client=client, skip_ids=inp.existing_ids,
-                        test_fraction=params.test_fraction, batch_id=batch_id, run_id=run_id)
+                        test_fraction=params.test_fraction, batch_id=batch_id, run_id=run_id,
+                        judged=inp.judged.get(env.env_id))
 
 
 def run(warehouse: str | None, params: GenerateParams | None = None, *, batch_id: str | None = None, client: Any = None,

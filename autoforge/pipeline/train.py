@@ -72,7 +72,10 @@ def load_curated(warehouse: str | None, cfg: TrainConfig) -> CuratedData:
             f"tool calls {cfg.min_tool_calls}..{cfg.max_tool_calls}, reasoning nodes <= {cfg.max_reasoning_nodes}); "
             "run `autoforge factory` first or relax the filters")
     tasks, dags, tools_by_env, specs_by_env = load_eval_inputs(warehouse, task_ids=set(train_ids) | set(test_ids))
-    return curated_data(tasks, train_ids, test_ids, dags, tools_by_env, specs_by_env, cfg)
+    from autoforge.pipeline.corpus import judged_rules
+
+    return curated_data(tasks, train_ids, test_ids, dags, tools_by_env, specs_by_env, cfg,
+                        judged=judged_rules(warehouse, tools_by_env))
 
 
 def stored_successes(warehouse: str | None, tasks: list[Task]) -> list[Episode]:

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import Field
 
 from autoforge.envs.interface import EnvFactory
+from autoforge.pipeline.corpus import judged_rules
 from autoforge.pipeline.common import EnvSelection, by_env, finish, ids_clause, load_environments, persist
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, stage_counts
 from autoforge.tasks.verify import verify_env
@@ -42,13 +43,14 @@ class VerifyInputs:
     existing_keys: dict[str, dict[str, str]] = field(default_factory=dict)  # env -> duplicate key of a verified task -> its id
     blueprints: dict[str, dict[str, int]] = field(default_factory=dict)  # env -> blueprint key -> verified tasks of it
     descriptions: dict[str, dict[str, str]] = field(default_factory=dict)  # env -> tool name -> documented description
+    judged: dict[str, list[dict]] = field(default_factory=dict)  # env -> its judged rules (tasks.rules.judged_checks)
 
     def only(self, env: EnvironmentRecord) -> "VerifyInputs":
         """What one environment's unit needs (a task runner ships this, not the whole stage's inputs)."""
         e = env.env_id
         return VerifyInputs([env], {e: self.tools.get(e, [])}, {e: self.dags.get(e, [])}, {e: self.tasks.get(e, [])},
                             {e: self.existing_keys.get(e, {})}, {e: self.blueprints.get(e, {})},
-                            {e: self.descriptions.get(e, {})})
+                            {e: self.descriptions.get(e, {})}, {e: self.judged.get(e, [])})
 
     def todo(self) -> list[EnvironmentRecord]:
         """The environments with tasks to check."""
@@ -85,6 +87,7 @@ def load(warehouse: str | None, params: VerifyParams) -> VerifyInputs:
                     _add_verified(out, t.env_id, t.task_id, duplicate_key(t, d), blueprint_key(t.env_id, d))
     out.dags = by_env(read_records(warehouse, TaskDag, f"{envs_in} AND {dags_of}", qp))
     out.descriptions = _descriptions(warehouse, [t for e in out.todo() for t in out.tools.get(e.env_id, [])])
+    out.judged = judged_rules(warehouse, [e.env_id for e in out.todo()])
     return out
 
 
@@ -111,7 +114,7 @@ def run_one(env: EnvironmentRecord, inp: VerifyInputs, run_id: str, *, env_facto
     """One environment's tasks."""
     return verify_env(env, inp.tools.get(env.env_id, []), inp.tasks.get(env.env_id, []), inp.dags.get(env.env_id, []),
                       existing=inp.existing_keys.get(env.env_id), blueprints=inp.blueprints.get(env.env_id), env_factory=env_factory,
-                      run_id=run_id, descriptions=inp.descriptions.get(env.env_id))
+                      run_id=run_id, descriptions=inp.descriptions.get(env.env_id), judged=inp.judged.get(env.env_id))
 
 
 def run(warehouse: str | None, params: VerifyParams | None = None, *, batch_id: str | None = None,

@@ -176,12 +176,14 @@ def make_rollout_fn(
     concurrency: int = 8,
     seed: int = 0,
     on_episodes: Callable[[list], None] | None = None,
+    rules_by_env: dict[str, list[Any]] | None = None,
 ) -> Callable[[Policy, Sequence[Task], int], list[Trajectory]]:
     """``rollout_fn(policy, tasks, n_per_task)`` over Task records, for :func:`autoforge.rl.trainer.train`.
 
     Each call plays ``n_per_task`` episodes of every task (episodes run on ``concurrency``
     threads; their generation requests are batched on the one model) and returns one
     Trajectory per episode. ``on_episodes(list[Episode])`` receives the transcripts (to store).
+    ``rules_by_env``: each environment's judged rules (a rule-breaking episode scores 0, issue 33).
     """
     user_factory = user_factory or (lambda task, plan, s: OfflineUser(task, plan, seed=s))
     calls = {"n": 0}
@@ -206,7 +208,7 @@ def make_rollout_fn(
                 user_factory=user_factory, agent_name="hf:policy", user_name="offline", trials=n_per_task,
                 error_rates=error_rates, judge=judge, concurrency=concurrency,
                 env_factory=env_factory or default_env_factory, config=config,
-                seed=seed + 1_000_003 * calls["n"], on_episode=collect)
+                seed=seed + 1_000_003 * calls["n"], on_episode=collect, rules_by_env=rules_by_env)
         finally:
             gen.close()
         if on_episodes is not None:

@@ -37,6 +37,7 @@ class CuratedData:
     dags: dict[str, TaskDag]
     tools_by_env: dict[str, list[ToolCode]]  # what the engine runs (prompt tools filtered by cfg.prompt_tools)
     specs_by_env: dict[str, list[ToolSpec]] = field(default_factory=dict)
+    judged: dict[str, list[dict]] = field(default_factory=dict)  # env -> its judged rules (issue 33; rollouts judge them)
 
     def schemas(self, style: str = "full") -> dict[str, list[dict]]:
         """Tool schemas per environment, as the episode engine renders them into the system prompt.
@@ -64,7 +65,7 @@ def sample_ids(ids: list[str], cap: int | None, seed: int, salt: str) -> list[st
 
 def curated_data(tasks: Iterable[Task], train_ids: list[str], test_ids: list[str], dags: dict[str, TaskDag],
                  tools_by_env: dict[str, list[ToolCode]], specs_by_env: dict[str, list[ToolSpec]],
-                 cfg: TrainConfig) -> CuratedData:
+                 cfg: TrainConfig, judged: dict[str, list[dict]] | None = None) -> CuratedData:
     """The train / test tasks in id order, with the tools shown in the prompt per ``cfg.prompt_tools``."""
     by_id = {t.task_id: t for t in tasks}
     train = [by_id[i] for i in train_ids if i in by_id]
@@ -73,8 +74,11 @@ def curated_data(tasks: Iterable[Task], train_ids: list[str], test_ids: list[str
         used: dict[str, set[str]] = {}
         for t in train + test:
             used.setdefault(t.env_id, set()).update(c.name for c in t.gold_calls)
+            if t.kind == "boundary" and t.dag_id in dags:  # the write the user asks for: shown, never made (issue 33)
+                used[t.env_id].update(n.tool for n in dags[t.dag_id].nodes if n.kind == "tool" and n.tool)
         tools_by_env = {e: [c for c in tools if c.name in used.get(e, set())] for e, tools in tools_by_env.items()}
-    return CuratedData(train=train, test=test, dags=dags, tools_by_env=tools_by_env, specs_by_env=specs_by_env)
+    return CuratedData(train=train, test=test, dags=dags, tools_by_env=tools_by_env, specs_by_env=specs_by_env,
+                       judged=dict(judged or {}))
 
 
 # --------------------------------------------------------------------------- SFT data
@@ -96,7 +100,7 @@ def gold_episodes(data: CuratedData, tasks: list[Task] | None = None, concurrenc
     batch = play_episodes(tasks, data.dags, data.tools_by_env, agent_factory=OracleAgent,
                           user_factory=lambda task, plan, s: OfflineUser(task, plan, seed=s), agent_name="oracle",
                           user_name="offline", trials=1, concurrency=concurrency, config=EpisodeConfig(max_turns=60),
-                          seed=seed)
+                          seed=seed, rules_by_env=data.judged)  # the oracle keeps the judged rules (it asks to confirm)
     return [e for e in batch.episodes if e.reward == 1.0]
 
 

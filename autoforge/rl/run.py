@@ -107,7 +107,7 @@ def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, 
             user_factory=lambda task, plan, s: OfflineUser(task, plan, seed=s), agent_name=agent_name,
             user_name="offline", trials=cfg.eval_trials, concurrency=cfg.rollout_concurrency,
             config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens, tool_schema=cfg.tool_schema), seed=cfg.seed,
-            run_id=run_id, n_boot=200)
+            run_id=run_id, n_boot=200, rules_by_env=getattr(data, "judged", None))
     finally:
         gen.close()
     eps = rep.episodes
@@ -267,7 +267,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
             judge=RuleJudge() if cfg.judge == "rule" else None,
             config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens, tool_schema=cfg.tool_schema),
             temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, concurrency=cfg.rollout_concurrency,
-            seed=cfg.seed)
+            seed=cfg.seed, rules_by_env=data.judged)
         result = train(policy, data.train, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,
                        before_erpo=before_erpo, env_weights=resolve_env_weights(cfg, data, env_names))
         t_end = time.perf_counter()

@@ -25,26 +25,8 @@ from typing import Any
 from autoforge.errors import AutoforgeError, ConfigError
 from autoforge import dialogue as D
 from autoforge.rollout.engine import AgentContext, AgentTurn
-from autoforge.rollout.toolcalls import MalformedCall, parse_hermes
+from autoforge.rollout.toolcalls import MalformedCall, parse_hermes, parse_observation  # noqa: F401 - re-exported
 from autoforge.types import DagNode, Message, ToolCall
-
-
-def parse_observation(text: str) -> tuple[Any, str | None]:
-    """(output, error) from an observation's text (``Observation.to_text``): JSON output, or ``{"error": ...}``."""
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        low = text.strip().lower()
-        if low.startswith("error"):
-            return None, text.strip()
-        return text, None
-    if isinstance(obj, dict) and "error" in obj and len(obj) <= 2 and set(obj) <= {"error", "kind", "ok"}:
-        return obj, str(obj["error"])
-    if isinstance(obj, dict) and obj.get("ok") is False:
-        return obj, str(obj.get("error") or "tool call failed")
-    if isinstance(obj, dict) and set(obj) >= {"ok", "output"} and obj.get("ok") is True:
-        return obj["output"], None
-    return obj, None
 
 
 # --------------------------------------------------------------------------- oracle
@@ -75,6 +57,23 @@ class OracleAgent:
         self.pending: DagNode | None = None
         self.asks = 0
         self.calls: list[ToolCall] = []  # what it executed (diagnosis against the gold calls)
+        # the rules it keeps (issue 33): confirm before a write a confirm_first rule binds, and before a write an
+        # identify_first rule without lookups binds while the user has not answered yet; on a boundary task the
+        # DAG's last node is the write the user asks for, which it explains instead of making
+        self.rules = list(ctx.rules or ())
+        checks = [r for r in self.rules if r.get("op") in ("confirm_first", "identify_first")]
+        self.confirm_tools = {t for c in checks if c["op"] == "confirm_first" for t in c.get("tools") or ()}
+        self.identify_tools = {t for c in checks if c["op"] == "identify_first" and not c.get("via")
+                               for t in c.get("tools") or ()}
+        self.confirmed: set[str] = set()  # nodes the user agreed to
+        self.confirming: str | None = None  # the node a confirmation was asked for
+        self.confirm_asks: dict[str, int] = {}  # node -> confirmations asked for it
+        self.replied = False  # the user has answered the agent at least once
+        self.refuse: str | None = None
+        if ctx.kind == "boundary":
+            from autoforge.tasks.boundary import split
+
+            self.refuse = split(ctx.dag)[1].node_id
 
     def _resolve(self, node: DagNode) -> dict[str, Any]:
         """Concrete arguments of ``node``: the same path rules as the gold executor (tasks.execute)."""
@@ -105,6 +104,11 @@ class OracleAgent:
             self.outputs[node.node_id] = out
         elif last.role == "user":
             self.facts.update(D.parse_fact_lines(last.content, [f for f in self.needed if f not in self.facts]))
+            if sum(1 for m in messages if m.role == "user") > 1:
+                self.replied = True
+            if self.confirming is not None and D.agrees(last.content):
+                self.confirmed.add(self.confirming)
+            self.confirming = None
 
         missing = [f for f in self.needed if f not in self.facts]
         if missing:
@@ -131,6 +135,17 @@ class OracleAgent:
                     return AgentTurn(content="I'm sorry, I could not complete your request.",
                                      give_up=f"reasoning node {node.node_id} ({node.op}) failed: {exc}")
                 continue
+            if node.node_id == self.refuse:
+                return self.explain(node, args)
+            if node.node_id not in self.confirmed and (
+                    node.tool in self.confirm_tools or (node.tool in self.identify_tools and not self.replied)):
+                asked = self.confirm_asks.get(node.node_id, 0)
+                if asked >= self.max_asks:
+                    return AgentTurn(content="I'm sorry, I cannot make this change without your confirmation.",
+                                     give_up=f"the user did not confirm {node.tool} after {asked} requests")
+                self.confirm_asks[node.node_id] = asked + 1
+                self.confirming = node.node_id
+                return AgentTurn(content="I'm ready to make this change. Shall I go ahead? Please confirm.")
             call = ToolCall(name=node.tool, arguments=args)
             self.pending = node
             self.calls.append(call)
@@ -146,6 +161,24 @@ class OracleAgent:
             said = ", ".join(map(str, value)) if isinstance(value, list) else value
             return AgentTurn(content=f"All done: the {answer.field} is {said}.")
         return AgentTurn(content="All done: I have completed everything you asked for.")
+
+    def explain(self, node: DagNode, args: dict[str, Any]) -> AgentTurn:
+        """A boundary task's last word: why the write the user asks for is not allowed (the rule it breaks and
+        the fact its reads showed, :func:`autoforge.tasks.boundary.explain`); the write is never made."""
+        from autoforge.envs.guards import OPS
+        from autoforge.tasks.boundary import explain, record_at
+
+        guards = [g for g in self.rules if g.get("tool") == node.tool and g.get("op") in OPS]
+        got = explain(guards, args, record_at(self.outputs, getattr(self.dag, "answer", None)))
+        if got is None:
+            return AgentTurn(content="I'm sorry, I can't do that.",
+                             give_up=f"no rule of {node.tool} shows why the requested call is not allowed")
+        g, value = got
+        said = ", ".join(map(str, value)) if isinstance(value, list) else value
+        rule = " ".join(str(g.get("message") or "it is against our policy").replace("?", ".").split()).rstrip(".")
+        from autoforge.tasks.boundary import fact_words
+
+        return AgentTurn(content=f"I'm sorry, I can't do that: {rule}. The {fact_words(g)} is {said}.")
 
 
 # --------------------------------------------------------------------------- random

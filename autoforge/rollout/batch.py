@@ -28,6 +28,7 @@ from autoforge.rollout.engine import (DEFAULT_SYSTEM_PROMPT, EpisodeConfig, Epis
 from autoforge.rollout.judge import JudgeVerdict
 from autoforge.rollout.toolcalls import tool_schemas
 from autoforge.rollout.users import ErrorRates, sample_plan
+from autoforge.tasks.rules import judged_checks, runtime_guards
 from autoforge.types import Episode, Task, TaskDag, ToolCode, ToolSpec, content_id
 
 AgentFactory = Callable[[], Any]
@@ -137,6 +138,7 @@ def play_episodes(
     system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     on_episode: Callable[[EpisodeOutcome], None] | None = None,
     reuse_envs: bool = False,
+    rules_by_env: dict[str, list[Any]] | None = None,
 ) -> EpisodeBatch:
     """Play ``trials`` episodes of every task, ``concurrency`` at once (see the module docstring).
 
@@ -144,6 +146,9 @@ def play_episodes(
     (the outcome keeps the agent instance, e.g. the HF agent's token sequence).
     Environments: a new one per episode by default (the runtime pools its sandbox workers, so
     this is cheap: benchmarks/episode_throughput.py); ``reuse_envs`` keeps one per thread.
+    ``rules_by_env``: each environment's judged rules (``tool_rules`` rows with enforcement
+    ``judged``, or their checks); with the runtime guards of its tools they are the rules every
+    episode is judged by (``Episode.rule_breaks``) and that the agent is told (:class:`AgentContext`).
     """
     if trials < 1:
         raise ConfigError(f"trials must be >= 1, got {trials}")
@@ -154,6 +159,7 @@ def play_episodes(
                                             config)
     schemas = {env: tool_schemas(tools, (specs_by_env or {}).get(env, ()), style=config.tool_schema)
                for env, tools in tools_by_env.items()}
+    rules = {env: runtime_guards(tools) + judged_checks((rules_by_env or {}).get(env)) for env, tools in tools_by_env.items()}
     jobs = [(task, k) for k in range(trials) for task in tasks]
     pool = EnvPool(env_factory, tools_by_env, reuse=reuse_envs)
 
@@ -174,7 +180,7 @@ def play_episodes(
                 out = run_episode(task, env, agent_factory(), user_factory(task, plan, ep_seed),
                                   tools=schemas[task.env_id], dag=dags.get(task.dag_id), config=config, trial=trial,
                                   seed=ep_seed, eval_id=batch_id, run_id=run_id, system_prompt=system_prompt,
-                                  agent_name=agent_name, user_name=user_label)
+                                  agent_name=agent_name, user_name=user_label, rules=rules.get(task.env_id))
             finally:
                 pool.release(task.env_id, env, broken=out is None or out.episode.termination == "env_error")
             return out

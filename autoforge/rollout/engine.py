@@ -30,7 +30,9 @@ from autoforge.envs.interface import EnvLike
 from autoforge.envs.runtime import Environment, ResidentState
 from autoforge.errors import AutoforgeError
 from autoforge.rollout import reward as R
+from autoforge.rollout.rule_judge import episode_rule_breaks
 from autoforge.rollout.toolcalls import MalformedCall
+from autoforge.tasks.rules import JUDGED_OPS
 from autoforge.types import Episode, Message, Task, TaskDag, ToolCall, content_id, state_hash
 
 _RESIDENT_MAX = 256  # tasks whose encoded initial state is kept (the worker keeps 8 resident; this saves the encode)
@@ -89,6 +91,10 @@ class AgentContext:
     system_prompt: str
     seed: int = 0
     dag: TaskDag | None = None
+    kind: str = "state"  # the task's kind (autoforge.tasks.kinds): a boundary task's DAG ends in the write not to make
+    # The environment's rules (issue 33), as its policy states them to any agent: runtime guards (op, rule_id, tool,
+    # message, ...: autoforge.envs.guards) and judged checks (identify_first / confirm_first: tools, via, rule_id).
+    rules: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -195,8 +201,15 @@ def run_episode(
     agent_name: str | None = None,
     user_name: str | None = None,
     diagnostics: dict[str, Any] | None = None,
+    rules: list[dict[str, Any]] | None = None,
+    zero_on_rule_break: bool | None = None,
 ) -> EpisodeOutcome:
-    """Play one episode to its end and score it. Never raises for agent/user/env failures."""
+    """Play one episode to its end and score it. Never raises for agent/user/env failures.
+
+    ``rules``: the environment's rules (runtime guards and judged checks, :class:`AgentContext`); the
+    episode records every rule it broke (``Episode.rule_breaks``: calls the rule engine refused, judged
+    rules :mod:`autoforge.rollout.rule_judge` flags), and a rule-breaking episode scores 0 unless
+    ``zero_on_rule_break`` is False (None: the ``AUTOFORGE_ZERO_ON_RULE_BREAK`` setting)."""
     t0 = time.perf_counter()
     a_name = agent_name or getattr(agent, "name", type(agent).__name__)
     u_name = user_name or getattr(user, "name", type(user).__name__)
@@ -204,6 +217,8 @@ def run_episode(
     termination, detail = "", None
     n_turns = tokens = n_calls = 0
     reset_ok = False
+    refused: list[str] = []  # rule ids of the calls the rule engine refused
+    judged = [r for r in rules or () if r.get("op") in JUDGED_OPS]
 
     def finish() -> EpisodeOutcome:
         nonlocal detail
@@ -217,6 +232,8 @@ def run_episode(
             final_state = None
             detail = (detail + "; " if detail else "") + f"final state unreadable: {_short_error(exc)}"
         rew, info = R.score(task, final_state, final_hash, R.final_message(messages))
+        breaks = episode_rule_breaks(messages, judged, refused) if (refused or judged) else []
+        rew, info = R.rule_break_reward(rew, info, breaks, zero_on_rule_break)
         if termination in INFRA_FAILURES and rew is not None:
             # The environment or the user simulator broke, not the agent: the outcome says nothing
             # about the agent, so it is not scored (None; ERPO leaves it out; pass^k counts a failure).
@@ -234,7 +251,7 @@ def run_episode(
             task_id=task.task_id, env_id=task.env_id, agent=a_name, user_sim=u_name, trial=trial,
             messages=messages, reward=rew, reward_info=info, final_state_hash=final_hash, termination=termination,
             n_turns=n_turns, user_error=err, user_error_kind=kind, eval_id=eval_id, run_id=run_id,
-            termination_detail=detail, diagnostics=diag,
+            termination_detail=detail, diagnostics=diag, rule_breaks=breaks,
         )
         return EpisodeOutcome(episode=ep, agent=agent, final_state=final_state)
 
@@ -247,7 +264,7 @@ def run_episode(
         return finish()
     try:
         agent.reset(AgentContext(task_id=task.task_id, env_id=task.env_id, tools=tools, system_prompt=system_prompt,
-                                 seed=seed, dag=dag))
+                                 seed=seed, dag=dag, kind=task.kind, rules=list(rules or ())))
     except Exception as exc:  # noqa: BLE001
         termination, detail = "agent_error", f"reset: {_short_error(exc)}"
         return finish()
@@ -288,6 +305,9 @@ def run_episode(
                     try:
                         obs = env.call(tc.name, dict(tc.arguments))
                         text = observation_text(obs, config.max_observation_chars)
+                        rid = getattr(obs, "rule_id", None)
+                        if rid:
+                            refused.append(rid)
                     except AutoforgeError as exc:  # sandbox limit etc.: the agent sees an error, the episode goes on
                         text = json.dumps({"error": f"{type(exc).__name__}: {exc}"}, ensure_ascii=False)
                     except Exception as exc:  # noqa: BLE001 - the environment itself broke

@@ -104,7 +104,7 @@ class EvalReport:
                 continue
             out.append({"task_id": e.task_id, "env_id": e.env_id, "trial": e.trial, "reward": e.reward,
                         "termination": e.termination, "detail": e.termination_detail,
-                        "user_error": e.user_error_kind if e.user_error else None,
+                        "user_error": e.user_error_kind if e.user_error else None, "rule_breaks": list(e.rule_breaks),
                         "differing": e.reward_info.get("differing_records") or e.reward_info.get("unscored_reason"),
                         "gold_divergence": e.diagnostics.get("gold_divergence")})
         return out
@@ -120,6 +120,7 @@ class EvalReport:
             "results": [r.model_dump(exclude={"result_id", "eval_id", "agent", "user_sim", "run_id"}) for r in self.results],
             "judge": self.judge,
             "n_user_errors": sum(bool(e.user_error) for e in self.episodes),
+            "n_rule_breaks": sum(bool(e.rule_breaks) for e in self.episodes),  # episodes that broke a rule (issue 33)
             "failures": self.failures(),
             "wall_s": round(self.wall_s, 3),
             "episodes_per_s": round(len(self.episodes) / self.wall_s, 2) if self.wall_s > 0 else None,
@@ -172,6 +173,9 @@ def format_report(summary: dict[str, Any], max_failures: int = 20) -> str:
         ci = f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if r.get("ci_low") is not None else ""
         lines.append(f"{env:<28} {r['k']:>2} {r['pass_hat_k']:>7.3f} {ci:>17} {r['n_tasks']:>6}")
     lines.append("terminations: " + ", ".join(f"{k}={v}" for k, v in sorted(summary["terminations"].items())))
+    if summary.get("n_rule_breaks"):
+        lines.append(f"episodes that broke a rule (scored 0 unless AUTOFORGE_ZERO_ON_RULE_BREAK is off): "
+                     f"{summary['n_rule_breaks']}")
     j = summary.get("judge") or {}
     if j:
         fmt = lambda v: "n/a" if v is None else f"{v:.3f}"  # noqa: E731
@@ -184,6 +188,7 @@ def format_report(summary: dict[str, Any], max_failures: int = 20) -> str:
         for f in fails[:max_failures]:
             why = f["detail"] or f["differing"]
             tag = f" [user error: {f['user_error']}]" if f.get("user_error") else ""
+            tag += f" [broke {', '.join(f['rule_breaks'])}]" if f.get("rule_breaks") else ""
             lines.append(f"  {f['task_id']} trial {f['trial']}: {f['termination']}{tag} — {why}")
         if len(fails) > max_failures:
             lines.append(f"  ... and {len(fails) - max_failures} more")

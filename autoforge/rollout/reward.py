@@ -4,7 +4,8 @@ Paper (arXiv 2512.22857, Eq. 1): R = 1 if S* == Ŝ else 0 — compared on the fi
 on the call sequence, because one task has many valid solutions. States are compared by
 canonical-JSON hash (:func:`autoforge.types.state_hash`). Each component is a small named
 function (verifiers-style rubrics); the components are logged in ``Episode.reward_info`` for
-diagnosis. "Could not score" (no final state, no gold hash) is ``None``, never 0.
+diagnosis. "Could not score" (no final state, no gold hash) is ``None``, never 0. An episode that
+broke a rule (issue 33) scores 0 by default (:func:`rule_break_reward`).
 """
 
 from __future__ import annotations
@@ -102,3 +103,23 @@ def _state_score(task: Task, final_state: dict[str, Any] | None, final_hash: str
     if match is None:
         info["unscored_reason"] = "no final state" if not final_hash else "task has no gold state hash"
     return outcome_reward(match), info
+
+
+def rule_break_reward(reward: float | None, info: dict[str, Any], breaks: list[str],
+                      zero: bool | None = None) -> tuple[float | None, dict[str, Any]]:
+    """The reward after the episode's rule breaks (issue 33; :mod:`autoforge.rollout.rule_judge`): a
+    rule-breaking episode scores 0 when ``zero`` (None: the ``AUTOFORGE_ZERO_ON_RULE_BREAK`` setting, on by
+    default); ``info`` gets ``rule_breaks`` and, where the reward was lowered, ``reward_before_rule_break``.
+    An episode that could not be scored (None) stays None."""
+    if not breaks:
+        return reward, info
+    if zero is None:
+        from autoforge.settings import setting
+
+        zero = bool(setting("zero_on_rule_break"))
+    info = {**info, "rule_breaks": list(breaks)}
+    if zero and reward is not None and reward != 0.0:
+        info["reward_before_rule_break"] = reward
+        reward = 0.0
+    return reward, info
+

@@ -246,3 +246,21 @@ def tool_schemas(tools: Iterable[ToolCode], specs: Iterable[ToolSpec] = (), styl
             params = compact_schema(params)
         out.append({"type": "function", "function": {"name": t.name, "description": text, "parameters": params}})
     return out
+
+
+def parse_observation(text: str) -> tuple[Any, str | None]:
+    """(output, error) from an observation's text (``Observation.to_text``): JSON output, or ``{"error": ...}``."""
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        low = text.strip().lower()
+        if low.startswith("error"):
+            return None, text.strip()
+        return text, None
+    if isinstance(obj, dict) and "error" in obj and len(obj) <= 2 and set(obj) <= {"error", "kind", "ok"}:
+        return obj, str(obj["error"])
+    if isinstance(obj, dict) and obj.get("ok") is False:
+        return obj, str(obj.get("error") or "tool call failed")
+    if isinstance(obj, dict) and set(obj) >= {"ok", "output"} and obj.get("ok") is True:
+        return obj["output"], None
+    return obj, None

@@ -8,8 +8,10 @@ up to 30% of failed tau2-bench episodes on the user simulator (issue 5), so erro
 catch them.
 
 - :class:`OfflineUser`: scripted. Reveals a hidden fact when the agent names it in a request
-  (format in :mod:`autoforge.dialogue`), confirms actions, ends the episode when the
-  agent reports the work done, gives up after a few turns it cannot answer.
+  (format in :mod:`autoforge.dialogue`), confirms actions ("Yes, please go ahead.": what a
+  judged confirm-first rule needs, :mod:`autoforge.rollout.rule_judge`), ends the episode when the
+  agent reports the work done or that it cannot be done (a boundary task's answer), gives up after
+  a few turns it cannot answer.
 - :class:`LLMUser`: any OpenAI-compatible model, prompted with the request, the hidden facts
   and an explicit stop rule (do not end while a requested change is pending).
 
@@ -243,7 +245,14 @@ def user_prompt(task: Task, plan: InjectionPlan, rng: random.Random) -> str:
             facts.pop(plan.fact)
             withheld = f"You do not remember your {D.fact_words(plan.fact)}; if asked for it, say you don't have it.\n"
     lines = "\n".join(D.fact_line(k, v) for k, v in sorted(facts.items())) or "(none)"
+    if task.kind == "boundary":  # the request runs into a rule: a real user accepts a clear no (issue 33)
+        withheld += BOUNDARY_NOTE
     return USER_SYSTEM_PROMPT.format(request=task.request, facts=lines, withheld=withheld, stop=D.STOP)
+
+
+BOUNDARY_NOTE = ("You do not know whether the service allows what you ask. If the agent tells you it cannot be done "
+                 "and why, accept that: do not insist, do not ask for something else, and do not ask it to try "
+                 "anyway; thank the agent and end the conversation.\n")
 
 
 def flip_roles(messages: list[Message]) -> list[dict]:

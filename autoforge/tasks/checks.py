@@ -6,7 +6,8 @@ stores it as a plain string). A task is kept only if every check passes; its fir
 is the reason of its rejection. Paper (arXiv 2512.22857, Sec. 3.3) judges completion on the final
 state and gets solvability by construction (the gold DAG was executed); it reports no further
 filter, so these are ours (docs/design.md#stage-5-verification-and-curation). An answer task
-(a kind that changes nothing, :mod:`autoforge.tasks.kinds`) runs the same checks, read as below.
+(a kind that changes nothing, :mod:`autoforge.tasks.kinds`) runs the same checks, read as below, and
+so does a boundary task (the user asks for a write a rule forbids: :mod:`autoforge.tasks.boundary`).
 """
 
 from __future__ import annotations
@@ -25,16 +26,23 @@ class Check:
 
 
 CHECKS: dict[str, Check] = {c.name: c for c in (
+    Check("policy_rule", "the gold keeps every rule of the environment (issue 33): no gold call is refused by a runtime "
+                         "rule (autoforge.envs.guards: the replay names the rule and its message) and no judged rule "
+                         "is broken by the order of the gold calls (an identify_first write before any of its "
+                         "lookups); boundary tasks: the gold makes no write, and the write the user asks for, made "
+                         "after the gold reads, is refused by the task's rule (Task.rules[0]) and changes nothing"),
     Check("replay_deterministic", "the gold DAG, replayed twice from S with the task's facts, gives the stored S* hash "
                                   "both times and the same calls (docs/conventions.md#verify-by-replay); answer tasks: "
                                   "and the stored gold answer"),
-    Check("changes_state", "S* != S (a read-only task would be passed by doing nothing); answer tasks: the converse, "
-                           "S* == S, and a gold answer is stored"),
+    Check("changes_state", "S* != S (a read-only task would be passed by doing nothing); answer and boundary tasks: "
+                           "the converse, S* == S, and a gold answer is stored"),
     Check("do_nothing_fails", "an agent that calls nothing ends in S, not S*; answer tasks: an empty final message "
-                              "does not match the answer"),
+                              "does not match the answer; boundary tasks: nor does a reply that says nothing "
+                              "(autoforge.tasks.boundary.IDLE_MESSAGES: 'I have completed your request')"),
     Check("read_only_fails", "an agent that makes only the gold read calls does not reach S* (this also catches a tool "
                              "tagged read that writes); answer tasks: no earlier output of the chain already states "
-                             "the answer (every read is needed)"),
+                             "the answer (every read is needed); boundary tasks: an agent that does what the user asked "
+                             "(the gold reads, then the requested write) makes a call a rule refuses (a rule break)"),
     Check("traceable", "every argument of every gold call is a user fact, an earlier output or a reasoning result, "
                        "equal to what the replay computed; no identifier the agent must look up appears in the request "
                        "or the user's facts"),

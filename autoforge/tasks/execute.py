@@ -4,7 +4,9 @@ Paper (arXiv 2512.22857, Sec. 3.3, "tool-sequence execution"): concrete argument
 for every tool node (from the intent and the reasoning edges) and G_k is executed in
 topological order on S_k, giving the gold final state S*_k. The same function replays a gold
 DAG for verification (facts fixed) and runs it during generation (missing facts chosen by a
-``chooser`` callback that looks at the live state).
+``chooser`` callback that looks at the live state). A call the rule engine refuses (a runtime
+rule, ``Observation.rule_id``) fails the run with reason ``policy_rule``, whose detail starts with
+the rule's id: a gold trajectory keeps every rule.
 
 Environments come from an ``env_factory(tools) -> env`` with the runtime's interface
 (``reset(state)``, ``call(name, arguments) -> Observation``, ``get_state()``); the default is
@@ -26,9 +28,12 @@ from autoforge.types import DagNode, TaskDag, ToolCall
 class DagExecutionError(AutoforgeError):
     """A DAG could not run to the end; ``reason`` is a short category for the funnel."""
 
-    def __init__(self, reason: str, detail: str, node: str | None = None):
+    def __init__(self, reason: str, detail: str, node: str | None = None, rule_id: str | None = None,
+                 call: tuple[str, dict] | None = None):
         super().__init__(f"{reason} at {node or '?'}: {detail}")
         self.reason, self.detail, self.node = reason, detail, node
+        self.rule_id = rule_id  # reason policy_rule: the rule the gold broke
+        self.call = call  # reason policy_rule: (tool, arguments) of the refused call
 
 
 # chooser(node, arg_name, resolved_args, env) -> value of a user fact not fixed yet
@@ -97,6 +102,10 @@ def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, An
         if node.kind == "tool":
             obs = env.call(node.tool, args)
             err = observation_error(obs)
+            rid = getattr(obs, "rule_id", None)
+            if rid:  # the rule engine refused it: a gold run keeps every rule (issue 33)
+                raise DagExecutionError("policy_rule", f"rule {rid}: {node.tool}({args}) was refused: {err}",
+                                        node.node_id, rule_id=rid, call=(node.tool, dict(args)))
             if err is not None:
                 raise DagExecutionError("gold_call_error", f"{node.tool}({args}) failed: {err}", node.node_id)
             outputs[node.node_id] = obs.output

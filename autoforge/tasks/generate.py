@@ -18,18 +18,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from autoforge.dags.build import dag_depth, rejection
+from autoforge.dags.build import dag_depth, rejection, topo_order
 from autoforge.domain.keys import is_key_param, key_fields
 from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.llm.record import drain_calls
 from autoforge.envs.sandbox import TODAY
-from autoforge.tasks.execute import DagExecutionError, run_dag
+from autoforge.tasks.execute import DagExecutionError, DagRun, run_dag
 from autoforge.tasks.instantiate import FactChooser, make_world
-from autoforge.tasks.kinds import ANSWER, task_kind
-from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
+from autoforge.tasks.kinds import ANSWER, BOUNDARY, task_kind
+from autoforge.tasks.phrasing import PhrasingError, boundary_request, refine_request, write_request
+from autoforge.tasks.keep_rules import run_keeping_rules
+from autoforge.tasks.rules import describe_break, gold_breaks, task_rules
 from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_writes_observable,
                                      sequence_cap)
-from autoforge.types import (EnvironmentRecord, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
+from autoforge.types import (DagNode, EnvironmentRecord, ToolCall, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
                              content_hash, content_id, legacy_state_hash, state_hash)
 
 TEST_FRACTION = 0.10  # share of tasks held out for evaluation (DEFAULT; the paper reports no split)
@@ -112,16 +114,26 @@ def open_env(tools: list[ToolCode], env_factory: EnvFactory | None) -> Iterator[
             close()
 
 
+def keep_judged(calls: list, judged: list[dict] | None) -> None:
+    """Raise ``policy_rule`` (naming the rule) when the gold calls break a judged rule by their order."""
+    breaks = gold_breaks(calls, judged)
+    if breaks:
+        raise DagExecutionError("policy_rule", describe_break(*breaks[0]), rule_id=breaks[0][0])
+
+
 def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, runtime: Any, rng: random.Random, *,
                   client: Any = None, test_fraction: float = TEST_FRACTION, batch_id: str | None = None,
-                  run_id: str | None = None) -> Task:
-    """One task from one DAG (raises DagExecutionError / PhrasingError with a reason category)."""
+                  run_id: str | None = None, judged: list[dict] | None = None) -> Task:
+    """One task from one DAG (raises DagExecutionError / PhrasingError with a reason category). ``judged``:
+    the environment's judged rules (:func:`autoforge.tasks.rules.judged_checks`); a gold run that a runtime
+    rule refuses, or whose calls break a judged rule by their order, is rejected with reason ``policy_rule``."""
     world = make_world(env, rng)
     facts: dict[str, Any] = {}
     if dag.answer is not None:
         return _answer_task(env, tools, dag, runtime, rng, world, facts, test_fraction=test_fraction, batch_id=batch_id,
-                            run_id=run_id)
-    run = run_dag(runtime, dag, world, facts, chooser=FactChooser(env, tools, rng, facts, dag))
+                            run_id=run_id, judged=judged)
+    run = run_keeping_rules(runtime, dag, world, facts, FactChooser(env, tools, rng, facts, dag), tools, env)
+    keep_judged(run.calls, judged)
     change = state_change(world, run.final_state)
     if not change:
         raise DagExecutionError("no_state_change", "the gold run leaves the state as it was")
@@ -140,7 +152,8 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     if why:
         raise DagExecutionError("unbound_id", why)
     task_id = content_id("task", env.env_id, dag.dag_id, change, legacy_state_hash(world))  # v1 in the id: ids stay as in older warehouses
-    return _task(task_id, env, dag, draft.request, facts, world, run, test_fraction, batch_id, run_id)
+    return _task(task_id, env, dag, draft.request, facts, world, run, test_fraction, batch_id, run_id,
+                 rules=task_rules(run.calls, tools, judged))
 
 
 def _task(task_id: str, env: EnvironmentRecord, dag: TaskDag, request: str, facts: dict[str, Any], world: dict, run: Any,
@@ -158,11 +171,12 @@ def _task(task_id: str, env: EnvironmentRecord, dag: TaskDag, request: str, fact
 
 def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, runtime: Any, rng: random.Random,
                  world: dict, facts: dict[str, Any], *, test_fraction: float, batch_id: str | None,
-                 run_id: str | None) -> Task:
+                 run_id: str | None, judged: list[dict] | None = None) -> Task:
     """An answer task (read-only DAG): S* == S, and the last read's output is the gold answer."""
     from autoforge.tasks.answers import ComputeChooser, answer_given_away, answer_request, gold_answer
 
     run = run_dag(runtime, dag, world, facts, chooser=ComputeChooser(tools, rng, FactChooser(env, tools, rng, facts, dag)))
+    keep_judged(run.calls, judged)
     if state_change(world, run.final_state):
         raise DagExecutionError("changes_state", "an answer task's reads changed the state")
     why = check_args_in_domain(run.calls, tools, TODAY)
@@ -178,7 +192,44 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
     if why:
         raise DagExecutionError("unbound_id", why)
     task_id = content_id("task", env.env_id, dag.dag_id, gold.model_dump(), canonical_json(facts), legacy_state_hash(world))  # v1: stable ids
-    return _task(task_id, env, dag, request, facts, world, run, test_fraction, batch_id, run_id, kind=ANSWER, gold_answer=gold)
+    return _task(task_id, env, dag, request, facts, world, run, test_fraction, batch_id, run_id, kind=ANSWER, gold_answer=gold,
+                 rules=task_rules(run.calls, tools, judged))
+
+
+def boundary_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, write: DagNode, guard: dict,
+                  runtime: Any, rng: random.Random, *, client: Any = None, test_fraction: float = TEST_FRACTION,
+                  batch_id: str | None = None, run_id: str | None = None,
+                  judged: list[dict] | None = None) -> tuple[Task, TaskDag]:
+    """A boundary task (:mod:`autoforge.tasks.boundary`): the user asks for ``write``, which ``guard`` forbids
+    on the task's world; the gold makes the reads that show why. Returns the task and its DAG (the gold
+    reads, then the requested write), which is stored with it. Raises DagExecutionError / PhrasingError."""
+    from autoforge.tasks.answers import answer_given_away
+    from autoforge.tasks.boundary import build, twins
+
+    b = build(env, tools, dag, write, guard, runtime, rng)
+    run = DagRun(calls=b.run.calls, outputs=b.run.outputs, final_state=b.run.final_state, facts=b.facts,
+                 args={**b.run.args, write.node_id: b.write_args})
+    draft = boundary_request(b.phrase_dag, run, tools, env, rng)
+    forbidden = lookup_ids(b.dag, run.outputs, run.args, key_fields(env))
+    if client is not None and not getattr(client, "is_offline", True):
+        draft = refine_request(client, draft, b.facts, forbidden)
+    refuse_leaks(draft.request, forbidden)
+    why = answer_given_away(draft.request, b.answer, b.facts)
+    if why:
+        raise PhrasingError("answer_given", why)
+    why = check_args_in_domain(run.calls, tools, TODAY)
+    if why:
+        raise DagExecutionError("out_of_domain", why)
+    why = check_ids_bound(run.calls, run.outputs, b.facts, draft.request, tools, key_fields(env))
+    if why:
+        raise DagExecutionError("unbound_id", why)
+    rid = str(guard.get("rule_id"))
+    task_id = content_id("task", env.env_id, b.dag.dag_id, BOUNDARY, rid, b.answer.model_dump(), canonical_json(b.facts),
+                         legacy_state_hash(b.world))
+    first = twins(tools[write.tool or ""].guards, guard)  # its rule, then any rule that checks the same
+    task = _task(task_id, env, b.gold, draft.request, b.facts, b.world, run, test_fraction, batch_id, run_id,
+                 kind=BOUNDARY, gold_answer=b.answer, rules=task_rules(run.calls, tools, judged, first=first))
+    return task.model_copy(update={"dag_id": b.dag.dag_id, "n_requirements": b.dag.n_requirements}), b.dag
 
 
 MAX_FAIL_STREAK = 4  # a DAG that fails this many instantiations in a row is retired (DEFAULT)
@@ -213,7 +264,9 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
                    n_tasks: int = 120, max_attempts: int | None = None, env_factory: EnvFactory | None = None,
                    client: Any = None, test_fraction: float = TEST_FRACTION, skip_ids: set[str] | None = None,
                    batch_id: str | None = None, run_id: str | None = None,
-                   proven_turns: int = PROVEN_TURNS) -> tuple[list[Task], list[Rejection]]:
+                   proven_turns: int = PROVEN_TURNS, judged: list[dict] | None = None,
+                   boundary_share: float | None = None,
+                   dags_out: list[TaskDag] | None = None) -> tuple[list[Task], list[Rejection]]:
     """Up to ``n_tasks`` tasks for one environment, instantiating its DAGs round-robin.
 
     A round is every DAG :func:`attempt_weight` times, in an order shuffled by ``seed`` (the first DAG
@@ -230,17 +283,30 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     ``<dag_id>#<attempt>``). Ids in ``skip_ids`` (already in the warehouse) are not returned
     again, so re-running never resets a verified task to ``generated``; they still count toward
     ``n_tasks``.
+
+    Boundary tasks (:func:`boundary_task`) come first: ``boundary_share`` of ``n_tasks`` (None: the
+    ``AUTOFORGE_BOUNDARY_SHARE`` setting, default 0.15; at least one where any DAG holds a guarded
+    write), made round-robin over the environment's rules (:func:`autoforge.tasks.boundary.coverage_order`)
+    in at most :data:`BOUNDARY_ATTEMPTS` tries each; their DAGs are appended to ``dags_out``. The
+    other tasks fill the rest. ``judged``: the environment's judged rules (their ids go into
+    ``Task.rules``; a gold that breaks one by its order is rejected, reason ``policy_rule``).
     """
     mine = sorted((t for t in tools if t.env_id == env.env_id and t.status == "accepted"), key=lambda t: t.name)
     by_name = {t.name: t for t in mine}
     dags = sorted((d for d in dags if d.env_id == env.env_id), key=lambda d: d.dag_id)
-    cycle = [d for d in dags for _ in range(attempt_weight(d))]
-    random.Random(seed).shuffle(cycle)
-    cycle = coverage_first(cycle, {t.name for t in mine if t.effect == "write"})
+    # a DAG whose tool order breaks a judged rule (a write before the lookup that identifies the user) makes
+    # no task that keeps it: one rejection, no turns
     tasks: dict[str, Task] = {}
     rejections: list[Rejection] = []
-    if not cycle or n_tasks <= 0:
-        return [], []
+    out_of_order = {d.dag_id: b[0] for d in dags if (b := gold_breaks(
+        [ToolCall(name=n.tool or "") for n in topo_order(d) if n.kind == "tool"], judged))}
+    rejections += [rejection("generate", f"{dag_id}#rules", "policy_rule", describe_break(*b)[:500], run_id)
+                   for dag_id, b in sorted(out_of_order.items())]
+    cycle = [d for d in dags if d.dag_id not in out_of_order for _ in range(attempt_weight(d))]
+    random.Random(seed).shuffle(cycle)
+    cycle = coverage_first(cycle, {t.name for t in mine if t.effect == "write"})
+    if not dags or n_tasks <= 0:
+        return [], rejections
     skip_ids = skip_ids or set()
     seen: set[str] = set()
     streak = {d.dag_id: 0 for d in dags}
@@ -259,6 +325,10 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     queued: set[str] = set()  # their ids
     budget = max_attempts or n_tasks * 3
     done = attempt = 0
+    done = _boundary_tasks(env, by_name, dags, seed, n_tasks, runtime_factory=lambda: open_env(mine, env_factory),
+                           client=client, test_fraction=test_fraction, batch_id=batch_id, run_id=run_id, judged=judged,
+                           share=boundary_share, skip_ids=skip_ids, seen=seen, tasks=tasks, rejections=rejections,
+                           dags_out=dags_out)
 
     def try_dag(dag: TaskDag, runtime: Any) -> bool:
         """One instantiation attempt of ``dag``; True when it made a new task."""
@@ -268,7 +338,7 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
         attempt += 1
         try:
             task = generate_task(env, by_name, dag, runtime, rng, client=client, test_fraction=test_fraction,
-                                 batch_id=batch_id, run_id=run_id)
+                                 batch_id=batch_id, run_id=run_id, judged=judged)
         except (DagExecutionError, PhrasingError) as exc:
             where = node_label(dag, getattr(exc, "node", None))
             rejections.append(rejection("generate", item, exc.reason, (exc.detail + (f" (at {where})" if where else ""))[:500],
@@ -297,6 +367,8 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     def more() -> bool:
         return attempt < budget and done < n_tasks
 
+    if not cycle:
+        return list(tasks.values()), rejections
     with open_env(mine, env_factory) as runtime:
         while more():
             live = [d for d in cycle if streak[d.dag_id] < MAX_FAIL_STREAK]
@@ -323,6 +395,69 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     return list(tasks.values()), rejections
 
 
+BOUNDARY_ATTEMPTS = 6  # tries per boundary task wanted (DEFAULT): a shaped world fails more often than a plain one
+
+
+def boundary_count(n_tasks: int, share: float, n_candidates: int) -> int:
+    """Boundary tasks wanted of ``n_tasks``: ``share`` of them, at least one where there is a candidate."""
+    if n_candidates == 0 or share <= 0 or n_tasks <= 0:
+        return 0
+    return min(n_tasks, max(1, round(share * n_tasks)))
+
+
+def _boundary_tasks(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: list[TaskDag], seed: int, n_tasks: int, *,
+                    runtime_factory: Any, client: Any, test_fraction: float, batch_id: str | None, run_id: str | None,
+                    judged: list[dict] | None, share: float | None, skip_ids: set[str], seen: set[str],
+                    tasks: dict[str, Task], rejections: list[Rejection], dags_out: list[TaskDag] | None) -> int:
+    """The boundary tasks of :func:`generate_tasks` (into ``tasks``, ``rejections``, ``seen``); returns how many."""
+    from autoforge.settings import setting
+    from autoforge.tasks.boundary import candidates, coverage_order
+
+    share = setting("boundary_share") if share is None else share
+    cands = candidates(dags, tools) if share and share > 0 else []
+    want = boundary_count(n_tasks, share or 0.0, len(cands))
+    if not want:
+        return 0
+    order = coverage_order(cands, random.Random(f"{seed}:boundary"))
+    streak: dict[tuple, int] = {}
+    made = attempt = 0
+    with runtime_factory() as runtime:
+        while made < want and attempt < want * BOUNDARY_ATTEMPTS:
+            live = [c for c in order if streak.get((c[0].dag_id, c[1].node_id, c[2]["rule_id"]), 0) < MAX_FAIL_STREAK]
+            if not live:
+                break
+            for dag, w, g in live:
+                if made >= want or attempt >= want * BOUNDARY_ATTEMPTS:
+                    break
+                key = (dag.dag_id, w.node_id, g["rule_id"])
+                rng = random.Random(f"{seed}:boundary:{dag.dag_id}:{w.node_id}:{g['rule_id']}:{attempt}")
+                item = f"{dag.dag_id}#b{attempt}"
+                attempt += 1
+                try:
+                    task, bdag = boundary_task(env, tools, dag, w, g, runtime, rng, client=client,
+                                               test_fraction=test_fraction, batch_id=batch_id, run_id=run_id,
+                                               judged=judged)
+                except (DagExecutionError, PhrasingError) as exc:
+                    where = node_label(dag, getattr(exc, "node", None))
+                    rejections.append(rejection("generate", item, exc.reason, (
+                        f"boundary task on rule {g['rule_id']}: {exc.detail}" + (f" (at {where})" if where else ""))[:500],
+                        run_id))
+                    streak[key] = streak.get(key, 0) + 1
+                    continue
+                if task.task_id in seen:
+                    rejections.append(rejection("generate", item, "duplicate", f"same as {task.task_id}", run_id))
+                    streak[key] = streak.get(key, 0) + 1
+                    continue
+                seen.add(task.task_id)
+                streak[key] = 0
+                made += 1
+                if task.task_id not in skip_ids:
+                    tasks[task.task_id] = task
+                    if dags_out is not None and all(d.dag_id != bdag.dag_id for d in dags_out):
+                        dags_out.append(bdag)
+    return made
+
+
 # --------------------------------------------------------------------------- one environment (the stage's unit)
 
 
@@ -336,22 +471,27 @@ class StageResult:
     rejections: list[Rejection] = field(default_factory=list)
     attempts: int = 0
     llm_calls: list[LLMCall] = field(default_factory=list)  # online backend: every call, for the warehouse
+    dags: list[TaskDag] = field(default_factory=list)  # DAGs made by the stage: boundary tasks' (gold reads + the write)
 
     def records(self) -> list[Any]:
-        return [*self.tasks, *self.results, *self.rejections, *self.llm_calls]
+        return [*self.dags, *self.tasks, *self.results, *self.rejections, *self.llm_calls]
 
 
 def generate_env(env: EnvironmentRecord, tools: list[ToolCode], dags: list[TaskDag], seed: int, *, tasks_per_env: int,
                  attempts_per_task: int, env_factory: EnvFactory | None = None, client: Any = None,
                  skip_ids: set[str] | None = None, test_fraction: float = TEST_FRACTION, batch_id: str | None = None,
-                 run_id: str | None = None) -> StageResult:
+                 run_id: str | None = None, judged: list[dict] | None = None,
+                 boundary_share: float | None = None) -> StageResult:
     """Stage 4 for one environment: up to ``tasks_per_env`` tasks from its DAGs, in at most
-    ``tasks_per_env * attempts_per_task`` instantiations (their defaults: ``pipeline.GenerateParams``)."""
+    ``tasks_per_env * attempts_per_task`` instantiations (their defaults: ``pipeline.GenerateParams``);
+    ``judged``: its judged rules, ``boundary_share``: see :func:`generate_tasks`."""
+    made: list[TaskDag] = []
     tasks, rejections = generate_tasks(env, tools, dags, seed, n_tasks=tasks_per_env,
                                        max_attempts=tasks_per_env * attempts_per_task, env_factory=env_factory, client=client,
-                                       test_fraction=test_fraction, skip_ids=skip_ids, batch_id=batch_id, run_id=run_id)
+                                       test_fraction=test_fraction, skip_ids=skip_ids, batch_id=batch_id, run_id=run_id,
+                                       judged=judged, boundary_share=boundary_share, dags_out=made)
     return StageResult(env.env_id, tasks=tasks, rejections=rejections, attempts=len(tasks) + len(rejections),
-                       llm_calls=drain_calls(client, run_id))
+                       llm_calls=drain_calls(client, run_id), dags=[d.model_copy(update={"run_id": run_id}) for d in made])
 
 
 def stage_counts(results: list[StageResult], seconds: float) -> dict[str, Any]:

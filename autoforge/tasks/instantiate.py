@@ -21,6 +21,7 @@ compare the ids as ints (3).
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import re
@@ -32,6 +33,7 @@ from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
 from autoforge.domain.values import domain_for, order_pairs, random_uuid
+from autoforge.envs import guards as G
 from autoforge.envs.interface import EnvLike
 from autoforge.domain.ids import free_key, id_key, id_pattern, id_shape, id_value, is_integer_ids, make_id
 from autoforge.envs.sample import MAX_ITEMS, fit_pattern
@@ -297,6 +299,9 @@ def _searchable(coll: CollectionSpec, records: list[dict]) -> list[str]:
     return sorted(set(out))
 
 
+_RECORD_ONLY = ("status", "window", "count_limit", "record_limit", "record_min")  # guards that read the record alone
+
+
 _GATE_IN = re.compile(r"if record\.get\('status'\) not in \[([^\]]*)\]:")
 _GATE_DONE = re.compile(r"if record\.get\('status'\) == '([^']*)':")
 
@@ -333,12 +338,44 @@ class FactChooser:
         attempt is rejected when no other value works)."""
         key = f"field:{node.params.get('field')}" if node.kind == "reasoning" else arg
         used = self.used.setdefault(key, [])
-        for _ in range(6):
+        guards = self.guards_on(node, arg)
+        state = env.get_state() if guards else None
+        breaking = None  # a value that keeps no rule: the last resort (the gold run is then refused, reason policy_rule)
+        for _ in range(10 if guards else 6):
             v = self.choose(node, arg, args, env)
-            if v not in used:
-                used.append(v)
-                return v
+            if v in used:
+                continue
+            if guards and G.refusal(guards, state, {**args, arg: v}) is not None:
+                breaking = v if breaking is None else breaking
+                continue
+            used.append(v)
+            return v
+        if breaking is not None:
+            kept = self.keep_rules(guards, state, {**args, arg: breaking}, arg)
+            v = breaking if kept is None or kept in used else kept
+            used.append(v)
+            return v
         raise DagExecutionError("duplicate_fact", f"every value for {arg} is already another fact's ({v!r})", node.node_id)
+
+    def guards_on(self, node: DagNode, arg: str) -> list[dict]:
+        """The runtime rules of a write's tool that read argument ``arg`` (its value is drawn so the gold
+        call keeps them: :mod:`autoforge.envs.guards`)."""
+        tool = self.tools.get(node.tool or "") if node.kind == "tool" else None
+        if tool is None or tool.effect != "write" or not tool.guards:
+            return []
+        return [g for g in tool.guards if arg in (g.get("id_arg"), g.get("arg"), g.get("owner_arg"), g.get("item_arg"))]
+
+    @staticmethod
+    def keep_rules(guards: list[dict], state: dict, args: dict, arg: str) -> Any:
+        """The nearest value of ``arg`` that keeps ``guards`` where a rule sets it (a limit, an owner, a
+        listed item); None when the rule reads a record, not the argument."""
+        trial = copy.deepcopy(args)
+        for g in guards:
+            if G.broken(g, state, trial) and g.get("op") not in _RECORD_ONLY:
+                G.shape(g, copy.deepcopy(state), trial, keep=True)
+        if G.refusal(guards, state, trial) is not None or arg not in trial:
+            return None
+        return trial[arg]
 
     def choose(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
         if node.kind == "reasoning":
@@ -370,7 +407,9 @@ class FactChooser:
             if owner is not None and owner.entity in PERSON:  # one "me" per task
                 me = self.me.get(owner.name)
                 if me is None or me.get(owner.primary_key) not in ids:
-                    me = state[owner.name][id_key(self.rng.choice(ids))]
+                    rules = self.guards_on(node, arg)  # a member a write's rules let act (an active one)
+                    ok = [i for i in ids if G.refusal(rules, state, {**args, arg: i}) is None] if rules else ids
+                    me = state[owner.name][id_key(self.rng.choice(ok or ids))]
                     self.me[owner.name] = me
                 return me.get(owner.primary_key, ids[0])
             placed = self.placed_in(tool, coll, owner, args, state)
@@ -485,8 +524,14 @@ class FactChooser:
         """Ids of ``coll`` records whose status the write's code accepts (:func:`autoforge.dags.gates.gate_of`:
         the offline templates' ``not in [...]`` and ``== 'x'`` (already x)); code without a gate accepts every record."""
         g = gate_of(tool)
-        return {id_value(coll, rid) for rid, rec in (state.get(coll.name) or {}).items()
-                if g is None or g.accepts(rec.get("status") if isinstance(rec, dict) else None)}
+        ok = {id_value(coll, rid) for rid, rec in (state.get(coll.name) or {}).items()
+              if g is None or g.accepts(rec.get("status") if isinstance(rec, dict) else None)}
+        # the write's runtime rules on the record alone (a status, a window, a count): records they let through
+        rules = [r for r in tool.guards or () if r.get("collection") == coll.name and r.get("id_arg")
+                 and r.get("op") in _RECORD_ONLY and not (r.get("op") == "record_limit" and r.get("arg"))]
+        if rules:
+            ok = {i for i in ok if G.refusal(rules, state, {r["id_arg"]: i for r in rules}) is None}
+        return ok
 
     def current_value(self, tool: ToolCode, coll: CollectionSpec | None, field: str, args: dict, state: dict) -> Any:
         """The value a write's target record holds now in the field ``field`` sets (None: not such a write)."""

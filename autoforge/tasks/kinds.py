@@ -12,7 +12,14 @@ kind     state change   what R = 1 needs
 =======  =============  ======================================================================
 state    S* != S        the final state's hash equals S*'s
 answer   none (S* = S)  the state left as it was and the final message stating ``gold_answer``
+boundary none (S* = S)  the user asks for a write a runtime rule forbids: no rule broken (the
+                        requested write is refused by the rule, and trying it is a rule break),
+                        the state left as it was and the final message stating why
+                        (``gold_answer``: the record value or limit that blocks it)
 =======  =============  ======================================================================
+
+A boundary task's DAG (:mod:`autoforge.tasks.boundary`) ends in the write the user asks for; its
+gold calls are the reads before it, never the write. ``Task.rules[0]`` is the rule it exercises.
 """
 
 from __future__ import annotations
@@ -32,11 +39,13 @@ class TaskKind:
     states_answer: bool  # the agent's final message must state the task's gold_answer
 
 
-STATE, ANSWER = "state", "answer"
+STATE, ANSWER, BOUNDARY = "state", "answer", "boundary"
 TASK_KINDS: dict[str, TaskKind] = {k.name: k for k in (
     TaskKind(STATE, "the user wants something done: the reward compares the final state with S*", True, False),
     TaskKind(ANSWER, "the user wants to know something (a read-only DAG): S* == S and the final message must state "
                      "the answer its last read gives", False, True),
+    TaskKind(BOUNDARY, "the user asks for a write a runtime rule forbids: S* == S, no rule broken, and the final "
+                       "message must state why (the record value or limit that blocks it)", False, True),
 )}
 
 

@@ -649,6 +649,21 @@ def write_request(dag: TaskDag, run: DagRun, tools: dict[str, ToolCode], env: En
     return _Writer(dag, run, tools, env, rng, policy or StatePolicy()).write()
 
 
+# A boundary task's request (autoforge/tasks/boundary.py) asks for the write like any request; some users
+# add that they want to hear why when it cannot be done, most do not (the agent must say why either way).
+BOUNDARY_TAILS = ["If that isn't possible, please tell me why.", "If you can't do it, let me know why.",
+                  "And if there's a problem, tell me what it is.", None, None, None]
+
+
+def boundary_request(dag: TaskDag, run: DagRun, tools: dict[str, ToolCode], env: EnvironmentRecord, rng: random.Random,
+                     policy: StatePolicy | None = None) -> Draft:
+    """The request of a boundary task: the user asks for the write a rule forbids (``dag``: the reads it
+    needs and the write, last), in the words of any request, never naming what blocks it."""
+    draft = _Writer(dag, run, tools, env, rng, policy or StatePolicy()).write()
+    tail = rng.choice(BOUNDARY_TAILS)
+    return Draft(request=f"{draft.request} {tail}" if tail else draft.request, stated=draft.stated, hidden=draft.hidden)
+
+
 class RequestRewrite(BaseModel):
     """The LLM's rewrite of a draft request (structured reply)."""
 

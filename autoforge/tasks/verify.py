@@ -3,8 +3,10 @@
 The checks, what each means and their order are the registry :data:`autoforge.tasks.checks.CHECKS`
 (docs/design.md#stage-5-verification-and-curation). :func:`verify_task` runs them on a task that
 changes the state, :func:`verify_answer_task` on one that does not (an answer task, whose reading
-of each check the registry gives); :func:`verify_tasks` adds ``near_duplicate`` last, over the
-environment's blueprint counts.
+of each check the registry gives), :func:`verify_boundary_task` on a boundary task (the user asks for
+a write a rule forbids); :func:`verify_tasks` adds ``near_duplicate`` last, over the
+environment's blueprint counts. Every task's gold must keep the environment's rules (check
+``policy_rule``, first: its reason names the rule).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from autoforge.tasks.checks import CHECKS
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_calls, run_dag
 from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, open_env
-from autoforge.tasks.kinds import task_kind
+from autoforge.tasks.kinds import BOUNDARY, task_kind
+from autoforge.tasks.rules import describe_break, gold_breaks
 from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_tool_kinds,
                                      check_writes_observable)
 from autoforge.types import (EnvironmentRecord, Rejection, StateSchema, Task, TaskDag, ToolCode, VerificationResult,
@@ -37,23 +40,38 @@ def _result(task: Task, check: str, reason: str | None, run_id: str | None) -> V
 
 
 def check_replay(runtime: Any, task: Task, dag: TaskDag) -> tuple[str | None, DagRun | None]:
+    reason, run, _ = replay(runtime, task, dag)
+    return reason, run
+
+
+def replay(runtime: Any, task: Task, dag: TaskDag) -> tuple[str | None, DagRun | None, DagExecutionError | None]:
+    """:func:`check_replay` with the error that stopped a replay (reason ``policy_rule``: a rule refused it)."""
     runs = []
     for i in range(2):
         try:
             runs.append(run_dag(runtime, dag, task.initial_state, dict(task.user_facts)))
         except DagExecutionError as exc:
-            return f"replay {i + 1} failed: {exc}", None
+            return f"replay {i + 1} failed: {exc}", None, exc
     h = [state_hash_like(r.final_state, task.gold_state_hash) for r in runs]  # a version-1 S* is compared as one
     if h[0] != h[1]:
-        return f"two replays disagree on S* ({h[0][:12]} vs {h[1][:12]}): a tool is not deterministic", None
+        return f"two replays disagree on S* ({h[0][:12]} vs {h[1][:12]}): a tool is not deterministic", None, None
     if h[0] != task.gold_state_hash:
-        return f"replay gives S* {h[0][:12]}, the task stores {task.gold_state_hash[:12]}", None
+        return f"replay gives S* {h[0][:12]}, the task stores {task.gold_state_hash[:12]}", None, None
     replayed = [c.model_dump() for c in runs[0].calls]
     if canonical_json(replayed) != canonical_json([c.model_dump() for c in task.gold_calls]):
-        return "replayed calls differ from the stored gold calls", None
+        return "replayed calls differ from the stored gold calls", None, None
     if canonical_json(runs[0].calls) != canonical_json(runs[1].calls):
-        return "two replays made different calls", None
-    return None, runs[0]
+        return "two replays made different calls", None, None
+    return None, runs[0], None
+
+
+def check_rules(task: Task, error: DagExecutionError | None, judged: list[dict] | None) -> str | None:
+    """The ``policy_rule`` check of a task that is not a boundary task: the replay was not refused by a
+    runtime rule, and the gold calls break no judged rule by their order."""
+    if error is not None and error.reason == "policy_rule":
+        return error.detail
+    breaks = gold_breaks(task.gold_calls, judged)
+    return describe_break(*breaks[0]) if breaks else None
 
 
 def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[str, ToolCode], keys: set[str]) -> str | None:
@@ -155,16 +173,20 @@ def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: st
 
 
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
-                seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None
-                ) -> list[VerificationResult]:
+                seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None,
+                judged: list[dict] | None = None) -> list[VerificationResult]:
     """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them;
     ``world``: the environment's state schema and tool descriptions, and where the ``world``
     check leaves its findings (None: an empty schema, so only the arguments and the initial
-    state's placeholders are judged)."""
+    state's placeholders are judged); ``judged``: the environment's judged rules
+    (:func:`autoforge.tasks.rules.judged_checks`)."""
+    if task.kind == BOUNDARY:
+        return verify_boundary_task(runtime, task, dag, tools, keys, seen, run_id, world=world)
     if not task_kind(task.kind).changes_state:
-        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world)
+        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world, judged=judged)
     out = []
-    reason, run = check_replay(runtime, task, dag)
+    reason, run, error = replay(runtime, task, dag)
+    out.append(_result(task, "policy_rule", check_rules(task, error, judged), run_id))
     out.append(_result(task, "replay_deterministic", reason, run_id))
     initial_hash = state_hash_like(task.initial_state, task.gold_state_hash)
     out.append(_result(task, "changes_state", "S* equals S: the task changes nothing"
@@ -205,13 +227,14 @@ def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInp
 
 
 def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
-                       seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None
-                       ) -> list[VerificationResult]:
+                       seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None,
+                       judged: list[dict] | None = None) -> list[VerificationResult]:
     """The checks of an answer task (same names as a state task's; see the module docstring)."""
     from autoforge.tasks.answers import answer_given_away, answer_match, gold_answer
 
     out = []
-    reason, run = check_replay(runtime, task, dag)
+    reason, run, error = replay(runtime, task, dag)
+    out.append(_result(task, "policy_rule", check_rules(task, error, judged), run_id))
     if reason is None and run is not None and task.gold_answer is not None:
         try:
             again = gold_answer(dag, run)
@@ -243,6 +266,78 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
     return out
 
 
+def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
+                         seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None
+                         ) -> list[VerificationResult]:
+    """The checks of a boundary task (:mod:`autoforge.tasks.boundary`; same names, read as the registry says):
+    its gold is the DAG's reads, its requested write is the DAG's last node."""
+    from autoforge.tasks.answers import answer_given_away, answer_match
+    from autoforge.tasks.boundary import explain, idle_match, node_args, record_at, split
+
+    out = []
+    try:
+        gold_dag, write = split(dag)
+    except DagExecutionError as exc:
+        return [_result(task, c, str(exc), run_id) for c in CHECKS if c != "near_duplicate"]
+    reason, run, error = replay(runtime, task, gold_dag)
+    gold = task.gold_answer
+    rule = task.rules[0] if task.rules else None
+    tool = tools.get(write.tool or "")
+    # the requested write, after the gold reads: refused by the task's rule, the state as it was
+    refused = why_rules = None
+    args = None
+    if run is not None and tool is not None:
+        try:
+            args = node_args(write, run.outputs, task.user_facts)
+        except DagExecutionError as exc:
+            why_rules = f"the requested {write.tool} cannot be made: {exc}"
+        if args is not None:
+            before = runtime.state_hash() if hasattr(runtime, "state_hash") else canonical_json(runtime.get_state())
+            obs = runtime.call(write.tool, dict(args))
+            refused = getattr(obs, "rule_id", None)
+            after = runtime.state_hash() if hasattr(runtime, "state_hash") else canonical_json(runtime.get_state())
+            if refused is None or refused != rule:
+                why_rules = (f"the requested {write.tool} is not refused by the task's rule {rule}: "
+                             f"{'refused by ' + refused if refused else (getattr(obs, 'error', None) or 'it succeeds')}")
+            elif before != after:
+                why_rules = f"the refused {write.tool} changed the state"
+    if error is not None and error.reason == "policy_rule":
+        why_rules = error.detail
+    elif tool is None:
+        why_rules = f"the requested write {write.tool} is not a tool of the environment"
+    writes = [c.name for c in task.gold_calls if tools.get(c.name) is not None and tools[c.name].effect != "read"]
+    if why_rules is None and writes:
+        why_rules = f"the gold of a boundary task makes no write; it makes {writes[0]}"
+    out.append(_result(task, "policy_rule", why_rules, run_id))
+    # the fact that says why, again from what the replayed reads show
+    if reason is None and run is not None and gold is not None and tool is not None and args is not None:
+        got = explain(tool.guards, args, record_at(run.outputs, dag.answer))
+        if got is None or got[0].get("rule_id") != rule:
+            reason = f"the replayed reads do not show why rule {rule} refuses {write.tool}"
+        elif canonical_json(got[1] if not isinstance(got[1], list) else sorted(got[1], key=repr)) != canonical_json(gold.value):
+            reason = f"the replay gives the reason {got[1]!r}, the task stores {gold.value!r}"
+    out.append(_result(task, "replay_deterministic", reason, run_id))
+    changed = state_hash_like(task.initial_state, task.gold_state_hash) != task.gold_state_hash
+    out.append(_result(task, "changes_state", "a boundary task must leave the state as it was" if changed else
+                       ("the task has no gold answer" if gold is None else None), run_id))
+    idle = idle_match(gold) if gold is not None else None
+    out.append(_result(task, "do_nothing_fails", f"a reply that says nothing ({idle!r}) states the answer"
+                       if gold is not None and (idle is not None or answer_match("", gold)) else None, run_id))
+    out.append(_result(task, "read_only_fails", None if refused else
+                       "cannot check the requested write: the gold reads do not replay" if run is None else
+                       f"doing what the user asked ({write.tool}) is not refused by a rule", run_id))
+    out.append(_result(task, "traceable", check_traceable(task, gold_dag, run, tools, keys), run_id))
+    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer"), run_id))
+    out.append(_result(task, "writes_observable", check_tool_kinds(task.gold_calls, tools), run_id))
+    out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
+    out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
+    out.append(_result(task, "world", _world(runtime, task, tools, world), run_id))
+    out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
+                       run_id))
+    out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
+    return out
+
+
 def ids_bound(task: Task, run: DagRun | None, tools: dict[str, ToolCode], keys: set[str]) -> str | None:
     """``ids_bound`` (:func:`autoforge.tasks.quality.check_ids_bound`) on the replay's outputs."""
     if run is None:
@@ -254,7 +349,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
                  existing: dict[str, str] | None = None, blueprints: dict[str, int] | None = None,
                  env_factory: EnvFactory | None = None, run_id: str | None = None,
                  descriptions: dict[str, str] | None = None, world_rows: list[WorldCheck] | None = None,
-                 ) -> tuple[list[Task], list[VerificationResult], list[Rejection]]:
+                 judged: list[dict] | None = None) -> tuple[list[Task], list[VerificationResult], list[Rejection]]:
     """Check the tasks of one environment. ``existing``: duplicate keys of tasks already verified;
     ``blueprints``: blueprint key -> tasks of it already verified (this environment's);
     ``descriptions``: tool name -> its documented description (what a write may change).
@@ -280,7 +375,7 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
             if dag is None:
                 rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
             else:
-                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id, world=world)
+                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id, world=world, judged=judged)
                 bp = blueprint_key(task.env_id, dag)
                 keys_of = {"duplicate_key": duplicate_key(task, dag), "blueprint_key": bp}
                 near = None
@@ -318,13 +413,14 @@ class VerifyResult(StageResult):
 def verify_env(env: EnvironmentRecord, tools: list[ToolCode], tasks: list[Task], dags: list[TaskDag], *,
                existing: dict[str, str] | None = None, blueprints: dict[str, int] | None = None,
                env_factory: EnvFactory | None = None, run_id: str | None = None,
-               descriptions: dict[str, str] | None = None) -> VerifyResult:
+               descriptions: dict[str, str] | None = None, judged: list[dict] | None = None) -> VerifyResult:
     """Stage 5 for one environment: every check on ``tasks``; ``existing`` maps duplicate keys of
     tasks verified earlier to their ids, ``blueprints`` counts their blueprints, ``descriptions``
-    gives each tool's documented description (the ``world`` check reads what a write may change)."""
+    gives each tool's documented description (the ``world`` check reads what a write may change),
+    ``judged`` its judged rules (the ``policy_rule`` check)."""
     rows: list[WorldCheck] = []
     out, results, rejections = verify_tasks(env, tools, tasks, dags, existing=existing, blueprints=blueprints,
                                             env_factory=env_factory, run_id=run_id, descriptions=descriptions,
-                                            world_rows=rows)
+                                            world_rows=rows, judged=judged)
     return VerifyResult(env.env_id, tasks=out, results=results, rejections=rejections, attempts=len(tasks),
                         world_checks=rows)

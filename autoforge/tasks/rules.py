@@ -1,0 +1,97 @@
+"""The rules of an environment as task generation, verification and the rollouts read them (issue 33).
+
+Two kinds of rule reach a task:
+
+- *runtime* rules: guards on the tool code (``ToolCode.guards``, :mod:`autoforge.envs.guards`); the
+  sandbox refuses a call that breaks one (``Observation.rule_id``), so a gold run that breaks one
+  fails with reason ``policy_rule`` (:func:`autoforge.tasks.execute.run_dag`);
+- *judged* rules: conversation rules (``tool_rules`` rows with enforcement ``judged``), checked over
+  a trajectory (:mod:`autoforge.rollout.rule_judge`). Their checks, as :func:`judged_checks` gives
+  them: ``{"op", "rule_id", "message", "tools": [writes], "via": [lookup tools]}``.
+
+:func:`task_rules` lists the rule ids a task exercises (``Task.rules``); :func:`gold_breaks` the
+judged rules a gold call sequence breaks by its order alone (an ``identify_first`` rule whose
+write comes before any of its lookups), which generation and verification reject.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from autoforge.types import ToolCall, ToolCode, ToolRule
+
+JUDGED_OPS = ("identify_first", "confirm_first")  # the judged ops the rule judge checks (transfer_when: not yet)
+
+
+def judged_checks(rules: Iterable[ToolRule | dict] | None) -> list[dict]:
+    """The judged checks of ``rules`` (``tool_rules`` rows with enforcement ``judged``, or checks already
+    in this form), each with its ``rule_id``, ``message``, ``tools`` and ``via``; other rows are skipped."""
+    out: list[dict] = []
+    for r in rules or ():
+        if isinstance(r, dict):
+            check, rid, text, tools = r, r.get("rule_id"), r.get("message") or "", r.get("tools") or []
+        else:
+            if r.enforcement != "judged" or not isinstance(r.guard, dict):
+                continue
+            check, rid, text, tools = r.guard, r.rule_id, r.text, r.tools
+        if check.get("op") not in JUDGED_OPS + ("transfer_when",) or not rid:
+            continue
+        out.append({**check, "rule_id": str(rid), "message": " ".join(str(text).split())[:300],
+                    "tools": [str(t) for t in (check.get("tools") or tools or [])],
+                    "via": [str(t) for t in (check.get("via") or [])]})
+    return out
+
+
+def runtime_guards(tools: Iterable[ToolCode]) -> list[dict]:
+    """Every runtime guard of ``tools`` (each names its ``tool`` and ``rule_id``)."""
+    return [{**g, "tool": g.get("tool") or t.name} for t in tools for g in (t.guards or ()) if g.get("rule_id")]
+
+
+def task_rules(calls: Iterable[ToolCall], tools: dict[str, ToolCode], judged: list[dict] | None = None,
+               first: Iterable[str] = ()) -> list[str]:
+    """The rule ids a task exercises: ``first`` (a boundary task's rule), then the runtime guards of the
+    tools its gold ``calls`` make and the judged rules binding those tools, each once, in that order."""
+    names = [c.name for c in calls]
+    ids = list(first)
+    for name in names:
+        tool = tools.get(name)
+        ids += [str(g.get("rule_id")) for g in (tool.guards if tool is not None else ()) if g.get("rule_id")]
+    called = set(names)
+    ids += [c["rule_id"] for c in judged or () if called & set(c.get("tools") or ())]
+    return list(dict.fromkeys(i for i in ids if i))
+
+
+def gold_breaks(calls: list[ToolCall], judged: list[dict] | None) -> list[tuple[str, str]]:
+    """``(rule_id, why)`` of each judged rule the gold calls break by their order alone: an
+    ``identify_first`` rule with lookups (``via``) one of whose writes comes before any of them.
+    (A rule without lookups, and ``confirm_first``, are kept in the dialogue: the oracle asks.)"""
+    out = []
+    for c in judged or ():
+        if c.get("op") != "identify_first" or not c.get("via"):
+            continue
+        via, writes = set(c["via"]), set(c.get("tools") or ())
+        for i, call in enumerate(calls):
+            if call.name in via:
+                break
+            if call.name in writes:
+                out.append((c["rule_id"], f"gold call {i + 1} ({call.name}) comes before any lookup that identifies "
+                                          f"the user ({', '.join(sorted(via))}): {c.get('message') or c['op']}"))
+                break
+    return out
+
+
+def describe_break(rule_id: str, why: str) -> str:
+    """The detail of a ``policy_rule`` rejection: the rule's id first, then what broke it."""
+    return f"rule {rule_id}: {why}"
+
+
+def rule_message(guards: Iterable[dict], rule_id: str) -> str:
+    """The message of the guard ``rule_id`` among ``guards`` ('' when none has it)."""
+    return next((str(g.get("message") or "") for g in guards if g.get("rule_id") == rule_id), "")
+
+
+def by_tool(guards: Iterable[dict[str, Any]]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for g in guards:
+        out.setdefault(str(g.get("tool")), []).append(g)
+    return out
