@@ -93,6 +93,8 @@ _RANGE = re.compile(r"\b(?:for|from|between)\s+" + NUM + r"\s+(?:to|and|-|\u2013
 _NONE_LEFT = re.compile(r"\bwith no ([a-z][\w ]{1,30}?)\s*(?:remaining|left)?\b[^.]*?\b(?:cannot|can not|may not|must not|never)\b", re.I)
 _HAS_LEFT = re.compile(r"\bonly (?:while|if|when)\b[^.]{0,40}?\bha(?:s|ve) (?:any |some )?([a-z][\w ]{1,30}?)\s+"
                        r"(?:left|remaining|available)\b", re.I)
+_THRESHOLD = re.compile(r"\bwith\s+(?:(more than)\s+)?" + NUM + r"\s*(?:[A-Z]{3}\b|dollars|euros)?\s*(or more|or above|or over)?\s*"
+                        r"(?:of\s+|in\s+)?([a-z][\w ]{1,30}?)\s+(?:cannot|can not|may not|must not|is not allowed to|are not allowed to)\b", re.I)
 _LIMIT = re.compile(r"\b(at most|no more than|up to|a maximum of|maximum of|max(?:imum)?|limited to|capped at|cannot exceed|"
                     r"may not exceed|must not exceed|not to exceed|not exceed|more than|over|at least|a minimum of|minimum of|"
                     r"min(?:imum)?|fewer than|less than|under)\s*:?\s*" + NUM + r"\s*([a-z$%][\w\- ]{0,40})?", re.I)
@@ -274,6 +276,20 @@ def _quantity(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         pairs = [(t, {"op": "arg_limit", "arg": p, "min": lo, "max": hi})
                  for t, p in params_named(governed_tools(st, world) or world.writes, phrase, types=("integer", "number", "array"))]
         out += by_tool("quantity_limit", text, pairs, f"no argument holds '{' '.join(phrase)}'", values=[lo, hi])
+    m = _THRESHOLD.search(text)  # "a member with 10.00 USD or more in unpaid fines cannot borrow"
+    n = number(m.group(2)) if m else None
+    if m and n is not None and (m.group(1) or m.group(3)):
+        phrase = phrase_of(m.group(4))[:3]
+        pairs = []
+        for t in governed_tools(st, world):
+            for c in records_named(t, world):
+                fld = field_named(c, phrase, numbers=True)
+                if fld:  # refused when the record holds the threshold: have + 0 > max
+                    top = n if m.group(1) else n - (0.01 if not float(n).is_integer() or "." in m.group(2) else 1)
+                    pairs.append((t, {"op": "record_limit", "collection": c.name, "id_arg": c.primary_key, "field": fld,
+                                      "max": round(top, 2), "add": 0}))
+                    break
+        out += by_tool("quantity_limit", text, pairs, f"no record the call names holds '{' '.join(phrase)}'", values=[n])
     for rx in (_NONE_LEFT, _HAS_LEFT):  # "with no refills remaining", "only while it has passes left"
         m = rx.search(text)
         if not m:

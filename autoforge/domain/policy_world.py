@@ -22,7 +22,7 @@ VERB_GROUPS = [
      "schedule", "new", "file", "enroll"},
     {"refund", "reimburse"}, {"return", "exchange"}, {"renew", "extend", "extension", "renewal"},
     {"delete", "remove", "close"}, {"issue", "grant", "give", "receive"}, {"top", "topup", "recharge", "reload", "add"}, {"transfer", "send", "pay", "payment"},
-    {"redeem", "spend", "use", "apply"}, {"check_in", "checkin"}, {"check_out", "checkout"},
+    {"redeem", "spend", "use", "apply"}, {"check_in", "checkin"}, {"check_out", "checkout", "borrow", "lend"},
 ]
 
 
@@ -114,18 +114,29 @@ def _governed(st: Statement, world: PolicyWorld, pool: list[PolicyTool] | None, 
     verbish = {stem(w) for k, w in enumerate(kept) if after_modal(k) or w.lower().endswith("ed") or (
         w.lower().endswith("ing") and stem(w) not in nouns)} - skip
     ctx = {stem(nm.singular(w)) for w in words_of(st.context)}
-    best, out = 0.0, []
+    # per action word, the tools it names best ("may borrow, renew or place holds": three actions)
+    best: dict[str, tuple[float, list[PolicyTool]]] = {}
     for t in pool if pool is not None else world.writes:
         verbs = t.verbs - nouns
-        v, e = bool(verbs & stems) or bool((t.named | t.ents) & verbish), bool(t.ents & stems)
+        hits = (verbs & stems) | ((t.named | t.ents) & verbish)
+        e = bool(t.ents & stems)
         vc, ec = bool(verbs & ctx), bool(t.ents & ctx)
-        score = 2 * v + e + 0.5 * (vc and not v) + 0.25 * (ec and not e)
-        if not v and not vc:
+        if not hits and not vc:
             continue
-        if score > best:
-            best, out = score, [t]
-        elif score == best:
-            out.append(t)
+        score = 2 * bool(hits) + e + 0.5 * (vc and not hits) + 0.25 * (ec and not e)
+        for key in sorted(hits) or ["(context)"]:
+            top, tools = best.get(key, (0.0, []))
+            if score > top:
+                best[key] = (score, [t])
+            elif score == top:
+                tools.append(t)
+    if not best:
+        return []
+    if any(k != "(context)" for k in best):
+        best.pop("(context)", None)
+    out: list[PolicyTool] = []
+    for _, tools in best.values():
+        out += [t for t in tools if t not in out]
     return out
 
 
