@@ -113,6 +113,10 @@ _UNCHANGED = re.compile(r"\b(?:cannot|can ?not|can't|may not|must not|never|not 
                         r"|\b(?:the\s+)?(?:number of\s+|count of\s+)?([a-z][\w\- ]{1,30}?)\s+(?:cannot|can ?not|can't|may not|must not"
                         r"|is never|are never|will not)\s+(?:be\s+)?(?:changed|modified|altered|updated|edited|added|removed|reduced|"
                         r"increased)\b", re.I)
+_MONOTONE = re.compile(r"\b(?:can only (?:go up|increase|be increased|grow|rise)|cannot (?:be )?(?:decrease|reduce|lower|go down)\w*"
+                       r"|(?:is|are) never (?:decreased|reduced|lowered))\b", re.I)
+_CHANGE_ACTIVE = re.compile(r"\b(?:the\s+)?(?:number of\s+)?([a-z][\w\- ]{1,30}?)\s+(?:cannot|can ?not|may not|must not|never)\s+"
+                            r"(?:change|changes)\b", re.I)
 _NEGATION = re.compile(r"\b(not|cannot|can't|never|no|nor|neither|except|excluding|other than|isn't|aren't|won't)\b", re.I)
 
 
@@ -416,9 +420,26 @@ def _cross_record(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
 def _prohibition(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
     out: list[ParsedRule] = []
-    m = _UNCHANGED.search(text)
+    up = _MONOTONE.search(text)
+    if up:  # "the number can only go up": a new value below the record's is refused
+        phrase = phrase_of(re.sub(r"\b(?:the )?number\b", " ", text[: up.start()] + " " + text[up.end():]))[:4]
+        pairs = []
+        for t in world.writes:
+            if t.kind == "create" or t.coll is None or t.coll.primary_key not in t.params:
+                continue
+            hit = params_named([t], phrase, types=("integer", "number", "array")) if phrase else []
+            nums = [p for p, sc in t.params.items() if sc.get("type") in ("integer", "number") and not p.endswith("_id")]
+            if not phrase and len(nums) == 1:  # "The number can only go up": the tool's one number
+                hit = [(t, nums[0])]
+            fld = field_named(t.coll, [hit[0][1]], numbers=True) if hit else None
+            if hit and fld:
+                pairs.append((t, {"op": "covers", "collection": t.coll.name, "id_arg": t.coll.primary_key, "field": fld,
+                                  "arg": hit[0][1], "side": "min"}))
+        if pairs:
+            return by_tool("prohibition", text, pairs, "")
+    m = _UNCHANGED.search(text) or _CHANGE_ACTIVE.search(text)
     if m:
-        phrase = phrase_of(m.group(1) or m.group(2))[:3]
+        phrase = phrase_of(next(g for g in m.groups() if g))[:3]
         pairs = []
         for t in world.writes:
             if t.kind == "create" or t.coll is None or t.coll.primary_key not in t.params:
@@ -477,6 +498,14 @@ def _status(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
 def _status_check(text: str, c: Any, f: Any) -> dict | None:
     """The status guard ``text`` states on field ``f`` of collection ``c`` (its documented values), or None."""
     enum = list(f.enum)
+    if f.name != "status":  # another field's value names the records it is about: "basic economy reservations"
+        nouns = "|".join(re.escape(w) for w in {c.entity, nm.plural(c.entity), c.name} | set(nm.words(c.entity))
+                         | set(nm.words(f.name)))
+        flat = text.replace("_", " ")
+        if not any(re.search(r"\b" + re.escape(str(v).replace("_", " ")) + r"\s+(?:" + nouns + r")\b", flat, re.I)
+                   or re.search(r"\bwhose\s+[a-z]+(?:\s+[a-z]+)?\s+(?:is|are)\s+(?:not\s+)?" + re.escape(str(v).replace("_", " "))
+                                + r"\b", flat, re.I) for v in enum):
+            return None
     if re.search(r"\b(?:can|may|could) still\b|\b(?:is|are) still (?:allowed|able|permitted)\b", text, re.I) or not re.search(
             r"\b(only|must|cannot|not|never|unless|except|no|prohibited|forbidden|required)\b", text, re.I):
         return None  # a permission ("a suspended member can still pay fines") restricts nothing
@@ -609,10 +638,16 @@ def prose_policy_rules(spec: ToolSpec, plan: Any, schema: StateSchema, specs: li
         seen.add(sentence)
         if argument_rule(sentence, param, props(spec.parameters)) is not None:
             continue  # an argument constraint the tool's code checks already (autoforge.domain.argument_rules)
-        st = Statement(sentence, 0, context=spec.name.replace("_", " "))
-        for form in (_count_limit, _time_window, _money, _quantity, _cross_record, _prohibition):
+        # a parameter's own sentence is about that parameter ("The number can only go up")
+        said = _plain(sentence) + (f" ({param.replace('_', ' ')})" if param else "")
+        st = Statement(said, 0, context=spec.name.replace("_", " "))
+        for form in (_count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status):
             for r in form(st, world):
-                if r.kind in PROSE_KINDS and r.enforcement == "runtime" and r.tools == [spec.name]:
+                if r.kind == "source_status" and (r.check or {}).get("field") == "status":
+                    continue  # the record's status: the templates' rule (autoforge.domain.rules)
+                r.text = sentence
+                if (r.kind in PROSE_KINDS or r.kind == "source_status") and r.enforcement == "runtime" \
+                        and r.tools == [spec.name]:
                     if param and r.check and r.check.get("op") == "arg_limit" and r.check.get("arg") != param:
                         continue  # a parameter's own sentence limits that parameter
                     r.source, r.offset = "tool", None
