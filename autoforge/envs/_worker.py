@@ -85,6 +85,11 @@ def _drop_root() -> None:
         os.setuid(nobody)
 
 
+def _stored_bytes(e: Any) -> bytes:
+    """A stored entry's JSON bytes, in its key order (what a replaced entry is compared by)."""
+    return e.blob() if type(e) is StoredCollection else e.data
+
+
 class Worker:
     def __init__(self, cpu_s: float):
         self.cpu_s = cpu_s
@@ -142,7 +147,10 @@ class Worker:
                 problem = built
                 break
             new_entries[n] = built
-        changed = bool(found) or new_entries is not None or problem is not None
+        # entries replaced by equal ones (a collection assigned the value it held) change nothing
+        replaced = new_entries is not None and not (list(new_entries) == list(entries) and all(
+            new_entries[n] is entries[n] or _stored_bytes(new_entries[n]) == _stored_bytes(entries[n]) for n in entries))
+        changed = bool(found) or replaced or problem is not None
         if keep and problem is None:
             for n, got in found.items():
                 e = entries[n]
