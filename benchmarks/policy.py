@@ -34,10 +34,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from realdocs import in_warehouse  # noqa: E402 - one warehouse per tool set, as the realdocs benchmark makes them
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "policydocs"
@@ -53,15 +55,7 @@ def tool_set_folders(corpus: Path) -> list[Path]:
 
 
 def measure(folder: Path, tasks_per_env: int, seed: int, keep: Path | None = None) -> dict:
-    if keep is not None:  # --keep DIR: one warehouse per tool set, left there to query
-        keep.mkdir(parents=True, exist_ok=True)
-        wh = str(keep / f"{folder.name}.duckdb")
-        for stale in (wh, wh + ".wal"):
-            if os.path.exists(stale):
-                os.remove(stale)
-        return _measure(folder, tasks_per_env, seed, wh)
-    with tempfile.TemporaryDirectory(prefix="af_policy_") as tmp:
-        return _measure(folder, tasks_per_env, seed, os.path.join(tmp, "w.duckdb"))
+    return in_warehouse(_measure, folder, tasks_per_env, seed, keep, "af_policy_")
 
 
 def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:

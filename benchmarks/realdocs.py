@@ -30,16 +30,22 @@ from autoforge.domain.world_checks import FINDING_KINDS
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "realdocs"
 
 
-def measure(folder: Path, tasks_per_env: int, seed: int, keep: Path | None = None) -> dict:
+def in_warehouse(fn, folder: Path, tasks_per_env: int, seed: int, keep: Path | None, prefix: str) -> dict:
+    """``fn(folder, tasks_per_env, seed, warehouse)`` on a fresh warehouse: ``keep/<name>.duckdb`` (left
+    there to query) or a temporary one, removed afterwards."""
     if keep is not None:  # --keep DIR: one warehouse per tool set, left there to query
         keep.mkdir(parents=True, exist_ok=True)
         wh = str(keep / f"{folder.name}.duckdb")
         for stale in (wh, wh + ".wal"):
             if os.path.exists(stale):
                 os.remove(stale)
-        return _measure(folder, tasks_per_env, seed, wh)
-    with tempfile.TemporaryDirectory(prefix="af_realdocs_") as tmp:
-        return _measure(folder, tasks_per_env, seed, os.path.join(tmp, "w.duckdb"))
+        return fn(folder, tasks_per_env, seed, wh)
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        return fn(folder, tasks_per_env, seed, os.path.join(tmp, "w.duckdb"))
+
+
+def measure(folder: Path, tasks_per_env: int, seed: int, keep: Path | None = None) -> dict:
+    return in_warehouse(_measure, folder, tasks_per_env, seed, keep, "af_realdocs_")
 
 
 def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
