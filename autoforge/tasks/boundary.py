@@ -46,7 +46,7 @@ from typing import Any
 
 from autoforge.dags.build import topo_order
 from autoforge.envs import guards as G
-from autoforge.tasks.execute import DagExecutionError, DagRun, resolve_path, run_dag
+from autoforge.tasks.execute import DagExecutionError, DagRun, resolve_path, run_dag, sourced_args
 from autoforge.tasks.keep_rules import ARG_OPS, run_keeping_rules, value_enum
 from autoforge.types import (AnswerSource, ArgSource, DagNode, EnvironmentRecord, GoldAnswer, TaskDag, ToolCode,
                              canonical_json, content_id)
@@ -123,19 +123,14 @@ def split(dag: TaskDag) -> tuple[TaskDag, DagNode]:
 
 def node_args(node: DagNode, outputs: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     """``node``'s arguments from earlier outputs and the user's facts (as :func:`run_dag` resolves them)."""
-    args: dict[str, Any] = {}
+    args = sourced_args(node, outputs)
     for name, src in node.args.items():
-        if src.kind == "node":
-            if src.node not in outputs:
-                raise DagExecutionError("unsourced_argument", f"{name} reads {src.node}, which has not run", node.node_id)
-            args[name] = resolve_path(outputs[src.node], src.path, node=node.node_id)
-        elif src.kind == "const":
-            args[name] = src.value
-        elif src.fact in facts:
-            args[name] = facts[src.fact]
-        else:
+        if src.kind in ("node", "const"):
+            continue
+        if src.fact not in facts:
             raise DagExecutionError("missing_fact", f"user fact {src.fact!r} is not known", node.node_id)
-    return args
+        args[name] = facts[src.fact]
+    return {name: args[name] for name in node.args}  # in the DAG's argument order
 
 
 def candidates(dags: list[TaskDag], tools: dict[str, ToolCode]) -> list[tuple[TaskDag, DagNode, dict]]:

@@ -74,6 +74,19 @@ def observation_error(obs: Any) -> str | None:
     return None
 
 
+def sourced_args(node: DagNode, outputs: dict[str, Any]) -> dict[str, Any]:
+    """``node``'s arguments that come from earlier outputs and constants (the user's facts are not here)."""
+    args: dict[str, Any] = {}
+    for name, src in node.args.items():
+        if src.kind == "node":
+            if src.node not in outputs:
+                raise DagExecutionError("unsourced_argument", f"{name} reads {src.node}, which has not run", node.node_id)
+            args[name] = resolve_path(outputs[src.node], src.path, node=node.node_id)
+        elif src.kind == "const":
+            args[name] = src.value
+    return args
+
+
 def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, Any], *,
             chooser: Chooser | None = None) -> DagRun:
     """Run ``dag`` on a reset copy of ``initial_state``. ``facts`` is filled in place by ``chooser``."""
@@ -82,14 +95,7 @@ def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, An
     calls: list[ToolCall] = []
     resolved: dict[str, dict[str, Any]] = {}
     for node in topo_order(dag):
-        args: dict[str, Any] = {}
-        for name, src in node.args.items():
-            if src.kind == "node":
-                if src.node not in outputs:
-                    raise DagExecutionError("unsourced_argument", f"{name} reads {src.node}, which has not run", node.node_id)
-                args[name] = resolve_path(outputs[src.node], src.path, node=node.node_id)
-            elif src.kind == "const":
-                args[name] = src.value
+        args = sourced_args(node, outputs)
         for name, src in sorted(node.args.items()):
             if src.kind != "user":
                 continue
