@@ -562,6 +562,29 @@ class TrainingStep(Record):
     metrics: dict[str, Any]
 
 
+class TaskPassRate(Record):
+    """One task's pass rate under a training run's policy at one point (sql/090; issue 34): the
+    estimate on a train task before ERPO (``source`` "estimate": k rollouts as ERPO plays them, its
+    temperature and injected user errors) or a held-out evaluation (``source`` "eval")."""
+
+    train_run_id: str
+    point: Literal["start", "sft", "end"]  # the policy's weights: before training, after SFT (= before ERPO), after ERPO
+    source: Literal["estimate", "eval"]
+    checkpoint: str | None = None  # the checkpoint those weights were loaded from / saved as ("sft-000258"), when one
+    task_id: str
+    env_id: str
+    k: int  # rollouts asked for
+    n_episodes: int  # rollouts played (an episode that crashed before the agent's first turn is not counted)
+    n_pass: int  # reward == 1.0
+    n_invalid: int  # judge-flagged or unscored (estimate); unscored (eval)
+    pass_rate: float  # n_pass / n_episodes (0.0 when none was played)
+    learnable: bool  # 0 < pass_rate < 1: a group of its rollouts can have mixed rewards
+    kept: bool = False  # estimate: ERPO trains on it (TrainConfig.learnable_filter; all tasks on a fallback)
+    tools: list[str] = Field(default_factory=list)  # the task's gold tool names (gold calls and DAG tool nodes)
+    created_at: datetime = Field(default_factory=utcnow)
+    run_id: str | None = None
+
+
 # --------------------------------------------------------------------------- LLM calls
 
 

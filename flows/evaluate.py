@@ -4,7 +4,9 @@ A thin recipe over :func:`autoforge.pipeline.evaluate.run` (which loads the cura
 plays the episodes concurrently, judges user errors, and writes episodes + eval_results + the
 run in one transaction). The flow's parameters are the fields of
 :class:`autoforge.pipeline.evaluate.EvalParams` (flows/_params.py), validated before anything runs;
-it adds a table artifact of the pass^k rows and a markdown summary with the failures.
+it adds a table artifact of the pass^k rows and a markdown summary with the failures. For an
+``hf:<checkpoint>`` agent with an ``agent.json``, a parameter left at its default takes the value
+the checkpoint records (as a flag not given on the command line does).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def run_eval_task(warehouse: str | None, params: stage.EvalParams) -> dict:
 def evaluate_flow(params: stage.EvalParams, warehouse: str | None) -> dict:
     """Play ``trials`` episodes of every curated task and store pass^k for k = 1..trials."""
     params.validate_for_run()
+    params = stage.EvalParams(**params.model_dump(exclude_defaults=True))  # set = not left at its default
     logger = get_run_logger()
     summary = run_eval_task(warehouse, params)
     logger.info("eval %s: success rate %s over %d episodes", summary["eval_id"], summary["success_rate"],

@@ -217,3 +217,98 @@ def test_demo_config_trains_the_short_tasks_of_the_top_environments_from_the_bas
     assert cfg.eval_at == ["start", "sft", "end"] and cfg.steps == 4
     data = load_curated(wh, cfg)
     assert data.train and all(t.n_tool_calls <= DEMO_MAX_CALLS and t.n_reasoning_nodes == 0 for t in data.train + data.test)
+
+
+def _json_value(v):
+    return json.loads(v) if isinstance(v, str) else v  # a JSON column as DuckDB gives it back (parsed) or as text
+
+
+def test_pass_rates_are_stored_the_filter_is_used_and_a_resumed_run_keeps_its_list(wh, tmp_path, monkeypatch):
+    """A tiny policy solves nothing, so the estimate's rewards are relabelled per task (two tasks
+    mixed, one always solved, the rest never): ERPO must train on the two mixed ones only, before
+    and after a kill, and the views count them per environment and per tool."""
+    from autoforge.rl import curriculum, trainer
+
+    cfg = _cfg(tmp_path, steps=3, pass_rate_samples=2)
+    train_ids = sorted(t.task_id for t in load_curated(wh, cfg).train)
+    assert len(train_ids) == 6
+    mixed, always = set(train_ids[:2]), train_ids[2]
+    real = curriculum.estimate_pass_rates
+
+    def relabelled(policy, tasks, rollout_fn, k, **kw):
+        def fn(pol, part, n):
+            trajs = rollout_fn(pol, part, n)
+            for t in trajs:
+                t.reward = float(t.task_id == always or (t.task_id in mixed and t.metadata["trial"] % 2 == 0))
+            return trajs
+        return real(policy, tasks, fn, k, **kw)
+
+    monkeypatch.setattr(curriculum, "estimate_pass_rates", relabelled)
+    trained_on = []
+    real_erpo = trainer.train_erpo
+
+    def spy(policy, tasks, *a, **kw):
+        trained_on.append(sorted(t.task_id for t in tasks))
+        return real_erpo(policy, tasks, *a, **kw)
+
+    monkeypatch.setattr(trainer, "train_erpo", spy)
+    events = []
+
+    def killer(phase, step, total, metrics):
+        events.append((phase, step, metrics))
+        if phase == "erpo" and step == 2:
+            raise KeyboardInterrupt("killed")
+
+    with pytest.raises(KeyboardInterrupt):
+        run_training(wh, cfg, progress=killer, out_dir=tmp_path / "out")
+    assert trained_on == [sorted(mixed)]
+    done = [m for ph, s, m in events if ph == "learnable" and "message" in m and "learnable" in m]
+    assert len(done) == 1 and done[0]["kept"] == 2 and not done[0]["fallback"]
+    assert done[0]["learnable"] == {ENV: {"tasks": 6, "learnable": 2, "always": 1, "never": 3, "kept": 2,
+                                          "mean_pass_rate": round(2 / 6, 4)}}
+    saved = json.loads((tmp_path / "ckpt" / "learnable.json").read_text())
+    assert sorted(saved["task_ids"]) == sorted(mixed) and saved["episodes"] == 12 and saved["checkpoint"].startswith("sft-")
+
+    events.clear()
+    out = run_training(wh, cfg, progress=lambda ph, s, tot, m: events.append((ph, s, m)), out_dir=tmp_path / "out")
+    assert out["resumed_from"].endswith("erpo-000001")
+    assert not any(ph == "learnable" for ph, _, _ in events)  # not estimated again
+    assert trained_on == [sorted(mixed), sorted(mixed)]  # the resumed ERPO trains on the same list
+    assert out["learnable"]["kept"] == 2 and out["learnable"]["per_env"][ENV]["learnable"] == 2
+    rid = out["train_run_id"]
+    run = query(wh, "SELECT config FROM training_runs WHERE train_run_id = :r", {"r": rid})[0]["config"]
+    run = _json_value(run)
+    assert run["learnable"]["kept"] == 2
+
+    rows = query(wh, "SELECT point, source, task_id, k, n_episodes, n_pass, pass_rate, learnable, kept, tools "
+                     "FROM task_pass_rates WHERE train_run_id = :r", {"r": rid})
+    est = {r["task_id"]: r for r in rows if r["source"] == "estimate"}
+    assert set(est) == set(train_ids) and {r["point"] for r in est.values()} == {"sft"}
+    assert all(r["k"] == 2 and r["n_episodes"] == 2 for r in est.values())
+    assert {t for t, r in est.items() if r["learnable"]} == mixed == {t for t, r in est.items() if r["kept"]}
+    assert est[always]["pass_rate"] == 1.0 and all(_json_value(r["tools"]) for r in est.values())
+    evals = [r for r in rows if r["source"] == "eval"]
+    n_test = out["data"]["test_tasks"]
+    assert sorted(r["point"] for r in evals) == sorted(["start"] * n_test + ["end"] * n_test)
+    assert all(r["k"] == cfg.eval_trials for r in evals)
+
+    view = query(wh, "SELECT * FROM v_learnable_tasks WHERE train_run_id = :r AND source = 'estimate'", {"r": rid})
+    assert len(view) == 1
+    v = view[0]
+    assert (v["env_name"], v["point"], v["tasks"], v["learnable"], v["always_solved"], v["never_solved"], v["kept"],
+            v["episodes"]) == (ENV, "sft", 6, 2, 1, 3, 2, 12)
+    assert v["mean_pass_rate"] == pytest.approx(2 / 6) and v["checkpoint"].startswith("sft-")
+    assert {r["point"] for r in query(wh, "SELECT point FROM v_learnable_tasks WHERE train_run_id = :r "
+                                          "AND source = 'eval'", {"r": rid})} == {"start", "end"}
+
+    cur = query(wh, "SELECT * FROM v_curriculum WHERE train_run_id = :r AND source = 'estimate'", {"r": rid})
+    by_tool: dict[str, list[str]] = {}
+    for t, r in est.items():
+        for tool in _json_value(r["tools"]):
+            by_tool.setdefault(tool, []).append(t)
+    assert {r["tool"] for r in cur} == set(by_tool) and all(r["env_name"] == ENV for r in cur)
+    for r in cur:
+        ts = by_tool[r["tool"]]
+        assert r["tasks"] == len(ts)
+        assert r["mean_pass_rate"] == pytest.approx(sum(est[t]["pass_rate"] for t in ts) / len(ts))
+        assert r["learnable_share"] == pytest.approx(sum(t in mixed for t in ts) / len(ts))

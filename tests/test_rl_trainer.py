@@ -10,7 +10,7 @@ import torch
 from autoforge.errors import ConfigError
 from autoforge.rl.checkpoint import latest_checkpoint
 from autoforge.rl.config import TrainConfig
-from autoforge.rl.curves import plot_learning_curve
+from autoforge.rl.curves import empty_panels, panels_for, plot_learning_curve
 from autoforge.rl.policy import build_tiny_policy, encode_dialogue, load_policy
 from autoforge.rl.synthetic import make_synthetic_rollout_fn, synthetic_tasks
 from autoforge.rl.trainer import sft, train
@@ -62,6 +62,52 @@ def test_all_tasks_dropped_skips_the_update(base_dir, tmp_path):
     res = train(pol, synthetic_tasks(), rollout_fn, _cfg(tmp_path, steps=1))
     assert res.history[0]["skipped"] == 1.0 and res.history[0]["dropped_tasks"] == 4
     assert all(torch.equal(a, b) for a, b in zip(before, pol.model.parameters()))
+
+
+def test_drop_reasons_name_why_each_group_is_dropped():
+    from autoforge.rl.erpo import group_drop_reasons
+
+    rewards = [1, 1, 0, 0, 1, 0, 0.5, 0.5, 1, 0]
+    tasks = ["right", "right", "wrong", "wrong", "mixed", "mixed", "half", "half", "masked", "masked"]
+    valid = [True] * 8 + [True, False]
+    assert group_drop_reasons(rewards, tasks, valid) == {"right": "all_right", "wrong": "all_wrong",
+                                                         "half": "no_variance", "masked": "few_valid"}
+
+
+def test_dynamic_sampling_refills_the_batch_with_mixed_groups(base_dir, tmp_path):
+    """Half the tasks always succeed: the step keeps rolling out new tasks until 4 groups have mixed
+    rewards, within the cap, and logs why the others were dropped."""
+    pol = load_policy(base_dir, device="cpu")
+    tasks = synthetic_tasks(n_envs=2, tasks_per_env=8)
+    solved = {t["task_id"] for t in tasks[::2]}
+    reward = lambda task, j, turns: 1.0 if task["task_id"] in solved else float(j % 2)  # noqa: E731
+    calls = []
+
+    def rollout_fn(policy, batch, n):
+        calls.append([t["task_id"] for t in batch])
+        return make_synthetic_rollout_fn(max_new_tokens=4, reward_fn=reward)(policy, batch, n)
+
+    res = train(pol, tasks, rollout_fn, _cfg(tmp_path, steps=1, refill_max_rollouts=2.0))
+    m = res.history[0]
+    assert m["kept_groups"] >= 4 and "skipped" not in m
+    assert m["refill_rounds"] == len(calls) - 1 >= 1 and m["extra_rollouts"] <= 2 * 16
+    tried = [tid for c in calls for tid in c]
+    assert len(tried) == len(set(tried))  # a task is rolled out once per step
+    assert m["dropped/all_right"] == sum(tid in solved for tid in tried) and m["dropped/all_wrong"] == 0
+    # no refill: the step keeps what the first sample gave
+    calls.clear()
+    res = train(load_policy(base_dir, device="cpu"), tasks, rollout_fn,
+                _cfg(tmp_path / "b", steps=1, refill_max_rollouts=0))
+    assert len(calls) == 1 and res.history[0]["refill_rounds"] == 0
+
+
+def test_refill_stops_at_the_cap_when_nothing_is_learnable(base_dir, tmp_path):
+    pol = load_policy(base_dir, device="cpu")
+    rollout_fn = make_synthetic_rollout_fn(max_new_tokens=4, reward_fn=lambda task, j, turns: 0.0)
+    res = train(pol, synthetic_tasks(n_envs=2, tasks_per_env=20), rollout_fn,
+                _cfg(tmp_path, steps=1, refill_max_rollouts=1.0))
+    m = res.history[0]
+    assert m["skipped"] == 1.0 and m["extra_rollouts"] == 16 and m["dropped/all_wrong"] == m["n_tasks"] == 8
 
 
 def test_sft_loss_counts_only_masked_tokens(base_dir, tmp_path):
@@ -131,8 +177,15 @@ def test_sft_then_erpo_resumes_past_sft(base_dir, tmp_path):
     again = train(load_policy(base_dir, device="cpu"), synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=4),
                   cfg, sft_examples=[(ids, mask)] * 2, log_fn=lambda *a: pytest.fail("nothing left to do"))
     assert len(again.history) == 5
-    png = plot_learning_curve(res.history, tmp_path / "curve.png", title="tiny")
+    evals = {"start": {"per_env": {"env0": 0.0, "env1": 0.0}}, "end": {"per_env": {"env0": 0.5, "env1": 0.25}}}
+    png = plot_learning_curve(res.history, tmp_path / "curve.png", title="tiny", evals=evals)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    # every panel has a line: SFT loss, ERPO reward / pass rate / entropy / KL per environment, held-out bars
+    titles = [t for t, _ in panels_for(res.history, evals)]
+    assert len(titles) == 6 and empty_panels(res.history, evals) == []
+    erpo = res.history[-1]
+    assert {"pass/env0", "entropy/env1", "kl_ref/env0", "pass_rate", "entropy_sampled", "kl_ref"} <= set(erpo)
+    assert erpo["entropy_sampled"] > 0 and erpo["kl_ref"] >= 0
 
 
 def test_kl_term_with_reference(base_dir, tmp_path):
@@ -253,3 +306,22 @@ def test_sft_with_a_shared_prefix_follows_the_plain_run(base_dir, tmp_path):
     assert len(hists[0]) == 3 and hists[0][-1] < hists[0][0]
     assert hists[1] == pytest.approx(hists[0], rel=1e-4)
 
+
+
+def test_two_runs_with_the_same_config_give_identical_weights(base_dir, tmp_path):
+    """Seeded everything, fixed threads: SFT then ERPO twice in one process give byte-identical checkpoints
+    (what lets a README quote a run's weights; across machines it also needs the same torch build and CPU kind)."""
+    import hashlib
+
+    hashes, threads = [], torch.get_num_threads()
+    try:
+        for run in ("a", "b"):
+            pol = load_policy(base_dir, device="cpu")
+            data = _env_dialogues(pol.tokenizer, 2, 4)
+            cfg = _cfg(tmp_path / run, steps=1, sft_epochs=1, sft_batch_size=4, sft_lr=1e-2, torch_threads=1)
+            torch.set_num_threads(1)
+            res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=6), cfg, sft_examples=data)
+            hashes.append(hashlib.sha256((res.last_checkpoint / "model.safetensors").read_bytes()).hexdigest())
+    finally:
+        torch.set_num_threads(threads)
+    assert hashes[0] == hashes[1]

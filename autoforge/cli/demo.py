@@ -63,6 +63,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         console.print(out["table_markdown"])
         console.print(f"  learning curve: {out['curve']}")
         print(out["headline"], flush=True)  # one unwrapped line, whatever the terminal width
+        if out.get("checkpoint"):
+            console.print("  the same held-out numbers from the final checkpoint (its agent.json: the demo's prompt, "
+                          "tasks and seed):", markup=False, highlight=False)
+            print(f"  {eval_command(invocation(), wh, out['checkpoint'])}", flush=True)
     console.rule(f"done in {time.time() - t0:.0f}s")
     w = f" --warehouse {wh}" if wh else ""
     me = invocation()
@@ -73,6 +77,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
                   f"  {me} sql{w} \"SELECT * FROM v_eval_results\"\n"
                   f"  duckdb {warehouse_url(wh).split(':///', 1)[-1]}   # the stock DuckDB shell opens it too")
     return 0
+
+
+def eval_command(me: str, warehouse: str | None, checkpoint: str) -> str:
+    """The ``autoforge eval`` line that reproduces a training run's held-out numbers for ``checkpoint``."""
+    import shlex
+
+    w = f" --warehouse {shlex.quote(str(warehouse))}" if warehouse else ""
+    return f"{me} eval{w} --agent {shlex.quote('hf:' + str(checkpoint))} --recorded-tasks"
 
 
 def invocation() -> str:

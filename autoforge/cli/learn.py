@@ -12,28 +12,68 @@ from autoforge.errors import ConfigError
 
 # The EvalParams fields `autoforge eval` has a flag for (the flag is the field's name, dashed).
 EVAL_FLAGS = ("agent", "user", "trials", "split", "env", "limit", "concurrency", "user_error_rate", "seed", "judge",
-              "max_turns")
+              "max_turns", "max_tokens", "max_new_tokens", "temperature", "tool_schema", "recorded_tasks", "agent_card")
+
+
+class Given(argparse.Action):
+    """Store the flag's value and note that it was given (``args.given``): for an hf:<checkpoint> agent,
+    the settings its agent.json records fill in the flags that were not."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given = {*getattr(namespace, "given", ()), self.dest}
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from autoforge.pipeline import evaluate as stage
 
-    summary = stage.run(wh(args), stage.EvalParams(**{k: getattr(args, k) for k in EVAL_FLAGS}))
+    given = getattr(args, "given", set())
+    # a setting an agent card can give is passed only when its flag was given (EvalParams.model_fields_set)
+    fields = {k: getattr(args, k) for k in EVAL_FLAGS if k in given or k not in stage.CARD_FIELDS}
+    summary = stage.run(wh(args), stage.EvalParams(**fields))
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
     else:
+        if summary.get("agent_card"):
+            print(card_line(summary["agent_card"]))
         print(stage.format_report(with_env_names(wh(args), summary)))
     return 0
+
+
+def card_line(info: dict) -> str:
+    """What an evaluation took from a checkpoint's agent.json, in one line."""
+    ck = info.get("checkpoint") or {}
+    where = f", {ck.get('phase')}-{int(ck.get('step', 0)):06d}" if ck else ""
+    took = ", ".join(f"{k}={v}" for k, v in info["applied"].items()) or "nothing"
+    kept = f"; from the command line: {', '.join(info['explicit'])}" if info.get("explicit") else ""
+    tasks = f"; its {info['recorded_tasks']} recorded held-out tasks" if info.get("recorded_tasks") else ""
+    return f"as recorded in {info['path']} (training run {info['train_run_id']}{where}): {took}{kept}{tasks}"
+
+
+def progress_line(phase: str, metrics: dict) -> str:
+    """The headline metrics of one progress call; an ERPO step says whether it updated the weights, how
+    many task groups it kept (after the refill) and why it dropped the others."""
+    fmt = lambda k: f"{k}={metrics[k]:.4g}" if isinstance(metrics[k], float) else f"{k}={metrics[k]}"  # noqa: E731
+    if phase == "erpo":
+        parts = ["skipped (no group with mixed rewards)" if metrics.get("skipped") else "updated"]
+        if metrics.get("kept_groups") is not None:
+            parts.append(f"groups kept {metrics['kept_groups']} of {metrics.get('n_tasks')}")
+        if metrics.get("refill_rounds"):
+            parts.append(f"refilled x{metrics['refill_rounds']} (+{metrics.get('extra_rollouts')} rollouts)")
+        dropped = {k.split("/", 1)[1]: v for k, v in metrics.items() if k.startswith("dropped/") and v}
+        if dropped:
+            parts.append("dropped " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in dropped.items()))
+        parts += [fmt(k) for k in ("reward_mean", "pass_rate", "loss", "kl_ref") if metrics.get(k) is not None]
+        return "; ".join(parts)
+    keys = ("message", "loss", "reward_mean", "masked_frac", "tokens_per_s", "pass_hat_1", "success_rate")
+    return ", ".join(fmt(k) for k in keys if metrics.get(k) is not None)
 
 
 def train_progress(console):
     """A progress callback for training: one line per step with the headline metrics."""
 
     def progress(phase: str, step: int, total: int, metrics: dict) -> None:
-        keys = ("loss", "reward_mean", "masked_frac", "dropped_tasks", "tokens_per_s", "pass_hat_1")
-        shown = ", ".join(f"{k}={metrics[k]:.4g}" if isinstance(metrics.get(k), float) else f"{k}={metrics[k]}"
-                          for k in keys if metrics.get(k) is not None)
-        console.print(f"  {phase} {step}/{total}: {shown}", markup=False, highlight=False)
+        console.print(f"  {phase} {step}/{total}: {progress_line(phase, metrics)}", markup=False, highlight=False)
 
     return progress
 
@@ -115,32 +155,59 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
     from autoforge.pipeline.evaluate import SPLITS, EvalParams
     from autoforge.rollout.judge import JUDGES
 
+    card = "; for hf:CKPT with agent.json, its recorded value unless given"
+
     s = sub.add_parser("eval", parents=[common], help=HELP["eval"],
                        description="Evaluate an agent on curated tasks (v_curated_tasks) with a simulated user; prints "
                                    "pass^k for k = 1..trials with 95% confidence intervals, per environment and overall, "
-                                   "and stores episodes and results (view v_eval_results).")
+                                   "and stores episodes and results (view v_eval_results). A checkpoint a training run "
+                                   "wrote (hf:CKPT) holds agent.json: it is played as the run evaluated it (tools "
+                                   "shown, prompt, token and turn limits, temperature, trials, seed, user, judge) "
+                                   "except for the flags given; --recorded-tasks plays the run's own held-out tasks, "
+                                   "so its per-environment pass^1 is the run's.")
     s.add_argument("--agent", default=default(EvalParams, "agent"),
                    help="oracle | random | openai[:MODEL] | hf:MODEL_DIR (a local transformers model directory); "
                         "default %(default)s")
-    s.add_argument("--user", default=default(EvalParams, "user"),
-                   help="offline (scripted) | llm[:MODEL] (OpenAI-compatible); default %(default)s")
-    s.add_argument("--trials", type=number("trials"), default=default(EvalParams, "trials"),
-                   help="trials per task (K of pass^k; default %(default)s)")
+    s.add_argument("--user", action=Given, default=default(EvalParams, "user"),
+                   help="offline (scripted) | llm[:MODEL] (OpenAI-compatible); default %(default)s" + card)
+    s.add_argument("--trials", action=Given, type=number("trials"), default=default(EvalParams, "trials"),
+                   help="trials per task (K of pass^k; default %(default)s" + card + ")")
     s.add_argument("--split", choices=SPLITS, default=default(EvalParams, "split"),
                    help="only this split (test = held-out; default both)")
     s.add_argument("--env", metavar="NAME", default=default(EvalParams, "env"), help="only this environment")
     s.add_argument("--limit", type=number("limit"), default=default(EvalParams, "limit"), help="at most this many tasks")
-    s.add_argument("--concurrency", type=number("concurrency"), default=default(EvalParams, "concurrency"),
-                   help="episodes run at once (threads; default %(default)s)")
-    s.add_argument("--user-error-rate", type=number("user_error_rate"), default=default(EvalParams, "user_error_rate"),
+    s.add_argument("--concurrency", action=Given, type=number("concurrency"),
+                   default=default(EvalParams, "concurrency"),
+                   help="episodes run at once (threads; default %(default)s" + card + ")")
+    s.add_argument("--user-error-rate", action=Given, type=number("user_error_rate"),
+                   default=default(EvalParams, "user_error_rate"),
                    help="rate of injected user errors (wrong fact, withheld fact, premature stop; split evenly; "
-                        "default %(default)s)")
-    s.add_argument("--judge", choices=JUDGES, default=default(EvalParams, "judge"),
-                   help="user-error judge (default %(default)s)")
-    s.add_argument("--max-turns", type=number("max_turns"), default=default(EvalParams, "max_turns"),
-                   help="turn limit per episode (default %(default)s)")
-    s.add_argument("--seed", type=number("seed"), default=default(EvalParams, "seed"),
-                   help="seed of injected errors and sampling agents (default %(default)s)")
+                        "default %(default)s" + card + ")")
+    s.add_argument("--judge", action=Given, choices=JUDGES, default=default(EvalParams, "judge"),
+                   help="user-error judge (default %(default)s" + card + ")")
+    s.add_argument("--max-turns", action=Given, type=number("max_turns"), default=default(EvalParams, "max_turns"),
+                   help="turn limit per episode (default %(default)s" + card + ")")
+    s.add_argument("--seed", action=Given, type=number("seed"), default=default(EvalParams, "seed"),
+                   help="seed of injected errors and sampling agents (default %(default)s" + card + ")")
+    s.add_argument("--max-tokens", action=Given, type=number("max_tokens"), default=default(EvalParams, "max_tokens"),
+                   help="agent tokens per episode (default %(default)s" + card + ")")
+    s.add_argument("--max-new-tokens", action=Given, type=number("max_new_tokens"),
+                   default=default(EvalParams, "max_new_tokens"),
+                   help="agent tokens per turn (default %(default)s" + card + ")")
+    s.add_argument("--temperature", action=Given, type=number("temperature"),
+                   default=default(EvalParams, "temperature"),
+                   help="sampling temperature of the agent and of an LLM user (default %(default)s: greedy" + card
+                        + ")")
+    s.add_argument("--tool-schema", action=Given, choices=("full", "compact", "brief"),
+                   default=default(EvalParams, "tool_schema"),
+                   help="how the tools are shown to the agent: full JSON Schemas, compact, or brief (a small "
+                        "policy's shorthand; default %(default)s" + card + ")")
+    s.add_argument("--recorded-tasks", action="store_true",
+                   help="hf:CKPT only: evaluate exactly the held-out tasks its agent.json records (eval_task_ids: "
+                        "those its training run evaluated; --env, --split and --limit still filter them), so the "
+                        "run's per-environment pass^1 comes out again (`autoforge demo` prints this command)")
+    s.add_argument("--no-agent-card", dest="agent_card", action="store_false",
+                   help="evaluate hf:CKPT as a plain model directory, ignoring its agent.json")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     s = sub.add_parser("train", parents=[common], help=HELP["train"],

@@ -221,15 +221,15 @@ def make_rollout_fn(
 
 
 def hf_agent_factory(model_dir: str, *, temperature: float = 0.0, max_new_tokens: int = 1024, name: str | None = None,
-                     device: str = "auto") -> Callable[[], HFAgent]:
+                     device: str = "auto", dtype: str = "float32", max_batch: int = 8) -> Callable[[], HFAgent]:
     """A factory of :class:`HFAgent` over the model in ``model_dir``, for evaluation.
 
-    The model is loaded once; the agents of concurrent episodes share it through one
-    :class:`BatchedGenerator` (their turns are sampled as batches). Call ``factory.close()``
-    when the episodes are done.
+    The model is loaded once (in ``dtype`` on ``device``); the agents of concurrent episodes share
+    it through one :class:`BatchedGenerator` (their turns are sampled as batches of up to
+    ``max_batch``). Call ``factory.close()`` when the episodes are done.
     """
-    policy = load_policy(model_dir, device=device)
-    gen = BatchedGenerator(policy)
+    policy = load_policy(model_dir, device=device, dtype=dtype)
+    gen = BatchedGenerator(policy, max_batch=max_batch)
 
     def factory() -> HFAgent:
         return HFAgent(policy, temperature=temperature, max_new_tokens=max_new_tokens, generator=gen, name=name)

@@ -2,8 +2,9 @@
 
 Layout under ``checkpoint_dir``::
 
-    sft-000004/    model.safetensors, config.json, tokenizer files, trainer_state.pt
+    sft-000004/    model.safetensors, config.json, tokenizer files, trainer_state.pt, agent.json
     erpo-000010/   ...
+    agent.json     the run's agent card (autoforge.rl.agent_card), copied into each checkpoint saved
     latest.json    {"path": "erpo-000010", "phase": "erpo", "step": 10}   (written last, atomically)
 
 A checkpoint directory is complete before ``latest.json`` points to it, so a run killed
@@ -57,10 +58,12 @@ def _disk_full(exc: BaseException, where: Path) -> OSError | None:
     return None
 
 
-def save_model_dir(out: str | Path, model, tokenizer=None, extra: dict[str, Any] | None = None) -> Path:
-    """Write a loadable model directory (weights, config, tokenizer, ``extra`` as trainer_state.pt)
-    into ``out``, all or nothing: it is built beside ``out`` and renamed into place, so a save cut
-    short (killed, disk full) leaves no half-written directory. A full disk is OSError(ENOSPC)."""
+def save_model_dir(out: str | Path, model, tokenizer=None, extra: dict[str, Any] | None = None,
+                   files: dict[str, str] | None = None) -> Path:
+    """Write a loadable model directory (weights, config, tokenizer, ``extra`` as trainer_state.pt,
+    ``files``: name -> text) into ``out``, all or nothing: it is built beside ``out`` and renamed into
+    place, so a save cut short (killed, disk full) leaves no half-written directory. A full disk is
+    OSError(ENOSPC)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".tmp-{out.name}"
@@ -71,6 +74,8 @@ def save_model_dir(out: str | Path, model, tokenizer=None, extra: dict[str, Any]
             tokenizer.save_pretrained(tmp)
         if extra is not None:
             torch.save(extra, tmp / "trainer_state.pt")
+        for name, text in (files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - whatever the library raised, the half-written copy goes
         shutil.rmtree(tmp, ignore_errors=True)
         full = _disk_full(exc, out.parent)
@@ -97,12 +102,22 @@ def save_checkpoint(root: str | Path, phase: str, step: int, model, tokenizer, o
         "rng": rng_state(),
         "config": config,
         "history": history,
-    })
+    }, files=_agent_card_file(root, phase, step))
     pointer = root / ".latest.json.tmp"
     pointer.write_text(json.dumps({"path": name, "phase": phase, "step": step}))
     os.replace(pointer, root / "latest.json")
     _prune(root, keep, final)
     return final
+
+
+def _agent_card_file(root: Path, phase: str, step: int) -> dict[str, str] | None:
+    """The run's agent card (``root/agent.json``, written by the driver) stamped with this checkpoint."""
+    from autoforge.rl.agent_card import AGENT_CARD, card_text, for_checkpoint
+
+    path = root / AGENT_CARD
+    if not path.is_file():
+        return None
+    return {AGENT_CARD: card_text(for_checkpoint(json.loads(path.read_text(encoding="utf-8")), phase, step))}
 
 
 def _prune(root: Path, keep: int, current: Path) -> None:

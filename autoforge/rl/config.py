@@ -121,7 +121,36 @@ class TrainConfig(BaseModel):
     )
     dynamic_sampling: bool = Field(
         True, description="DAPO dynamic sampling after MEU masking: drop tasks whose valid rollouts are all right, all "
-        "wrong, or fewer than 2 (paper §4.1 uses DAPO's filter; no refilling of the batch, ours)."
+        "wrong, or fewer than 2 (paper §4.1 uses DAPO's filter); refill_max_rollouts sets how far the batch is refilled."
+    )
+    refill_max_rollouts: float = Field(
+        2.0, ge=0, description="Dynamic sampling refills the step: while fewer than tasks_per_batch task groups have "
+        "mixed rewards, more tasks are sampled and rolled out, up to this many times the step's base rollouts "
+        "(tasks_per_batch x rollouts_per_task) extra; 0 = no refilling (DAPO Yu et al. 2025 §3.2 keeps sampling "
+        "until the batch is full; the cap is ours, so a step on tasks the policy always or never solves ends)."
+    )
+    pass_rate_samples: int = Field(
+        4, ge=0, description="Before ERPO (after SFT), each train task is played this many times as ERPO plays it "
+        "(temperature, injected user errors, judge) to estimate its pass rate (reward 1.0) under the policy; the "
+        "estimates are stored per checkpoint (task_pass_rates, v_learnable_tasks, v_curriculum). 0 = no estimate "
+        "(and no learnable_filter). Not run when steps is 0. Source: ours (curriculum by pass rate, issue 34)."
+    )
+    pass_rate_max_tasks: int | None = Field(
+        None, ge=1, description="Estimate the pass rates of at most this many train tasks (a seeded sample; the cost is "
+        "pass_rate_samples episodes per task); with learnable_filter ERPO then trains on the learnable tasks of the "
+        "sample. None = every train task. Ours."
+    )
+    learnable_filter: bool = Field(
+        True, description="ERPO trains only on the tasks whose estimated pass rate is strictly between 0 and 1 (a task "
+        "always or never solved gives groups with one reward, which dynamic sampling drops); when fewer than "
+        "tasks_per_batch are, on every task (the fallback is logged). The kept ids are kept in "
+        "<checkpoint_dir>/learnable.json for a resumed run. Source: DAPO's dynamic sampling, applied once before ERPO "
+        "(ours)."
+    )
+    log_reference_kl: bool = Field(
+        True, description="Log per environment the KL from the policy to itself at the start of ERPO (k3 on the "
+        "sampled tokens; a frozen copy kept as with beta > 0): one no-grad forward pass of the step's rollouts. "
+        "Ours: lets the learning curve show how far ERPO moved the policy even when beta = 0."
     )
     recompute_old_logprobs: bool = Field(
         False, description="Recompute pi_old log-probs with the current weights before the update instead of using "

@@ -124,6 +124,26 @@ def advantages_with_info(
     return AdvantageResult(adv, masked, dropped, list(kept), scale)
 
 
+def group_drop_reasons(rewards: Sequence[float], task_ids: Sequence[Hashable], valid: Sequence[bool] | None = None
+                       ) -> dict[Hashable, str]:
+    """Why dynamic sampling drops each task group (tasks it keeps are absent): ``"few_valid"`` (fewer
+    than 2 rollouts left after MEU masking), ``"all_right"`` (every valid rollout scored 1),
+    ``"all_wrong"`` (every one scored 0) or ``"no_variance"`` (all the same partial reward)."""
+    valid = [True] * len(rewards) if valid is None else list(valid)
+    groups: dict[Hashable, list[float]] = defaultdict(list)
+    for r, t, v in zip(rewards, task_ids, valid):
+        groups[t]  # every task appears, even one whose rollouts were all masked
+        if v:
+            groups[t].append(float(r))
+    out: dict[Hashable, str] = {}
+    for t, rs in groups.items():
+        if len(rs) < 2:
+            out[t] = "few_valid"
+        elif max(rs) == min(rs):
+            out[t] = "all_right" if rs[0] >= 1.0 else "all_wrong" if rs[0] <= 0.0 else "no_variance"
+    return out
+
+
 def compute_advantages(
     rewards: Sequence[float],
     task_ids: Sequence[Hashable],

@@ -13,6 +13,8 @@ which ``autoforge train --config FILE`` and the ``train-erpo`` Prefect flow call
     SFT on gold replays (+ stored successful rollouts, + value-substituted copies),
           agent tokens only                                                         trainer.sft, augment
     eval "sft"
+    pass rates: k rollouts of each train task as ERPO plays them; ERPO keeps the
+          learnable ones (0 < rate < 1), stored as task_pass_rates rows            curriculum
     ERPO: rollouts through the episode engine (HF agent, offline user with injected
           errors, rule judge -> MEU masking), env-level advantages, clipped loss     trainer.train_erpo, agent
     eval "end"; TrainingRun / TrainingStep records, learning-curve PNG, before/after table
@@ -31,12 +33,13 @@ from typing import Any, Callable, Sequence
 from autoforge.errors import ConfigError
 from autoforge.rl.augment import augmented_episodes
 from autoforge.rl.config import TrainConfig
-from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, sft_examples
+from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, sample_ids, sft_examples
 from autoforge.types import Episode, TrainingRun, content_id, utcnow
 
-# progress(phase, step, total, metrics): phase is "warmup" | "sft" | "erpo" | "eval:start" | "eval:sft" | "eval:end" | "setup"
+# progress(phase, step, total, metrics): phase is "warmup" | "sft" | "learnable" | "erpo" | "eval:start" | "eval:sft" |
+# "eval:end" | "setup"
 Progress = Callable[[str, int, int, dict], None]
-# on_records(records): the run's rows to store (TrainingRun, TrainingStep, evaluation Episode / EvalResult)
+# on_records(records): the run's rows to store (TrainingRun, TrainingStep, evaluation Episode / EvalResult, TaskPassRate)
 OnRecords = Callable[[list], None]
 
 # Fields that may change between a killed run and its resumption (they do not change what was trained).
@@ -79,12 +82,13 @@ def check_resumable(cfg: TrainConfig) -> None:
 
 
 def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, on_records: OnRecords | None = None,
-                    run_id: str | None = None, tasks=None) -> dict[str, Any]:
+                    run_id: str | None = None, tasks=None, checkpoint: str | None = None) -> dict[str, Any]:
     """Held-out pass^k of ``policy`` as the HF agent with an error-free offline user (no judge).
 
     Returns ``{"point", "success_rate", "n_tasks", "n_episodes", "per_env": {env: pass^1}, "gen_tokens",
     "wall_s", "eval_id", "terminations"}``; hands the episodes and eval_results rows to
-    ``on_records`` when given (agent name ``hf:<run>:<point>``).
+    ``on_records`` when given (agent name ``hf:<run>:<point>``), and with ``run_id`` (the training
+    run) one TaskPassRate row per task (source "eval", from the weights of ``checkpoint``).
     """
     from collections import Counter
 
@@ -118,7 +122,12 @@ def evaluate_policy(policy, data: CuratedData, cfg: TrainConfig, point: str, *, 
            "wall_s": round(rep.wall_s, 2), "eval_id": rep.eval_id,
            "terminations": dict(Counter(e.termination for e in eps))}
     if on_records is not None:
-        on_records([*eps, *rep.results])
+        rates = []
+        if run_id is not None and point in ("start", "sft", "end"):
+            from autoforge.rl.curriculum import eval_pass_rate_records
+
+            rates = eval_pass_rate_records(run_id, point, eps, tasks, data.dags, cfg.eval_trials, checkpoint=checkpoint)
+        on_records([*eps, *rep.results, *rates])
     return out
 
 
@@ -184,7 +193,10 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     "table", "table_markdown", "curve", "history", "timings", "throughput", "data", "checkpoint",
     "resumed_from"}``.
     """
+    from autoforge.rl import agent_card
+    from autoforge.rl import curriculum
     from autoforge.rl.agent import make_rollout_fn
+    from autoforge.rl.checkpoint import latest_checkpoint
     from autoforge.rl.curves import plot_learning_curve
     from autoforge.rl.trainer import copy_warmup, policy_from_config, train, training_step_record
     from autoforge.rl.warmup import exact_rate, recall_examples
@@ -216,6 +228,10 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     rid = train_run_id(cfg, data)
     run_row = TrainingRun(train_run_id=rid, config={**cfg.model_dump(mode="json"), "data": data.summary()}, run_id=run_id)
     write([run_row])
+    # agent.json: how this run plays and evaluates its policy; save_checkpoint copies it into each checkpoint
+    card = agent_card.build_agent_card(cfg, data, rid, chat_template=getattr(policy.tokenizer, "chat_template", None),
+                                       device=getattr(policy.device, "type", None))
+    agent_card.write_agent_card(cfg.checkpoint_dir, card)
 
     evals_path = Path(cfg.checkpoint_dir) / "evals.json"
     evals: dict[str, dict] = json.loads(evals_path.read_text()) if evals_path.is_file() else {}
@@ -224,7 +240,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
         if point not in cfg.eval_at or point in evals:
             return
         say(f"eval:{point}", 0, len(data.test), {})
-        ev = evaluate_policy(policy, data, cfg, point, on_records=write, run_id=rid)
+        ev = evaluate_policy(policy, data, cfg, point, on_records=write, run_id=rid, checkpoint=checkpoint_name())
         evals[point] = ev
         timings[f"eval_{point}_s"] = ev["wall_s"]
         evals_path.parent.mkdir(parents=True, exist_ok=True)
@@ -238,11 +254,58 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
 
     marks: dict[str, float] = {}
     warmup: dict[str, Any] = {}
+    learnable: dict[str, Any] = {}
+    saved = curriculum.read_learnable(cfg.checkpoint_dir, rid)  # a resumed run trains on the list it chose
 
-    def before_erpo(pol) -> None:
+    def checkpoint_name() -> str | None:
+        last = latest_checkpoint(cfg.checkpoint_dir)
+        return last.name if last is not None else None
+
+    def kept_tasks(payload: dict) -> list:
+        learnable.update({k: v for k, v in payload.items() if k != "task_ids"})
+        ids = set(payload["task_ids"])
+        return [t for t in data.train if t.task_id in ids] or list(data.train)
+
+    def choose_tasks(pol) -> list | None:
+        """Pass rates before ERPO and the learnable filter (module curriculum); None: ERPO on every train task."""
+        if cfg.steps == 0 or cfg.pass_rate_samples == 0:
+            return None
+        if saved is not None:  # chosen before the run was killed (its rows are stored)
+            return kept_tasks(saved)
+        import torch
+
+        t0 = time.perf_counter()
+        ids = set(sample_ids(sorted(t.task_id for t in data.train), cfg.pass_rate_max_tasks, cfg.seed, "pass_rate"))
+        todo = [t for t in data.train if t.task_id in ids]
+        k = cfg.pass_rate_samples
+        say("learnable", 0, len(todo), {"message": f"pass rates before ERPO: {k} rollouts of each of {len(todo)} "
+                                                   "train tasks"})
+        torch.manual_seed(cfg.seed)
+        rates = curriculum.estimate_pass_rates(pol, todo, make_rollout(cfg.seed + 7919), k,
+                                               progress=lambda done, total: say("learnable", done, total, {}))
+        kept, fallback = curriculum.select_learnable(data.train, rates, cfg.tasks_per_batch, cfg.learnable_filter)
+        kept_ids = {t.task_id for t in kept}
+        ckpt_name = checkpoint_name()
+        write(curriculum.pass_rate_records(rid, rates, {t.task_id: t for t in data.train}, data.dags, kept_ids,
+                                           point="sft", checkpoint=ckpt_name, run_id=run_id))
+        per_env = curriculum.summarize(rates, kept_ids, env_names)
+        wall = time.perf_counter() - t0
+        timings["pass_rates_s"] = wall
+        payload = curriculum.learnable_payload(
+            rid, kept, fallback, per_env, enabled=cfg.learnable_filter, checkpoint=ckpt_name, k=k,
+            n_estimated=len(todo), episodes=sum(r.n_episodes for r in rates.values()), wall_s=wall)
+        curriculum.write_learnable(cfg.checkpoint_dir, payload)
+        msg = curriculum.summary_message(per_env, len(kept), len(data.train), fallback, cfg.learnable_filter)
+        say("learnable", len(todo), len(todo), {"message": msg, "learnable": per_env, "kept": len(kept),
+                                                "fallback": fallback})
+        return kept_tasks(payload)
+
+    def before_erpo(pol) -> list | None:
         marks["sft_end"] = time.perf_counter()
         evaluate("sft")
+        chosen = choose_tasks(pol)
         marks["erpo_start"] = time.perf_counter()
+        return chosen
 
     try:
         evaluate("start")
@@ -262,13 +325,19 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
             episodes += augmented_episodes(episodes, data.train, cfg.sft_augment_copies, cfg.seed)
             examples = sft_examples(policy.tokenizer, episodes, data.schemas(cfg.tool_schema), cfg.sft_max_examples, cfg.seed)
         sft_total = -(-len(examples) // cfg.sft_batch_size) * cfg.sft_epochs
-        rollout_fn = make_rollout_fn(
-            data.dags, data.tools_by_env, error_rates=ErrorRates.uniform(cfg.user_error_rate),
-            judge=RuleJudge() if cfg.judge == "rule" else None,
-            config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens, tool_schema=cfg.tool_schema),
-            temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, concurrency=cfg.rollout_concurrency,
-            seed=cfg.seed, rules_by_env=data.judged)
-        result = train(policy, data.train, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,
+
+        def make_rollout(seed: int):  # ERPO's rollouts; the pass-rate estimate plays its own, seeded apart
+            return make_rollout_fn(
+                data.dags, data.tools_by_env, error_rates=ErrorRates.uniform(cfg.user_error_rate),
+                judge=RuleJudge() if cfg.judge == "rule" else None,
+                config=EpisodeConfig(max_turns=cfg.max_turns, max_tokens=cfg.max_episode_tokens, tool_schema=cfg.tool_schema),
+                temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, concurrency=cfg.rollout_concurrency,
+                seed=seed, rules_by_env=data.judged)
+
+        rollout_fn = make_rollout(cfg.seed)
+        # resumed inside ERPO (before_erpo is not called again): the tasks chosen before the kill
+        erpo_tasks = kept_tasks(saved) if saved is not None and cfg.steps and cfg.pass_rate_samples else data.train
+        result = train(policy, erpo_tasks, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,
                        before_erpo=before_erpo, env_weights=resolve_env_weights(cfg, data, env_names))
         t_end = time.perf_counter()
         if "sft_end" in marks:
@@ -281,15 +350,19 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
         write([run_row.model_copy(update={"status": "failed", "finished_at": utcnow()})])
         raise
 
+    if result.last_checkpoint is not None:  # the card of this run's evaluation, also when resumed past its last save
+        agent_card.stamp_checkpoint(result.last_checkpoint, card)
     history = result.history
-    curve = plot_learning_curve(history, out / "learning_curve.png", title=f"{rid}")
+    curve = plot_learning_curve(history, out / "learning_curve.png", title=f"{rid}", evals=evals, env_names=env_names)
     table = before_after_table(evals, env_names)
     md = table_markdown(table)
     (out / "before_after.md").write_text(md + "\n")
-    write([run_row.model_copy(update={"status": "completed", "finished_at": utcnow()})])
+    config = {**run_row.config, **({"learnable": learnable} if learnable else {})}
+    write([run_row.model_copy(update={"status": "completed", "finished_at": utcnow(), "config": config})])
     return {"train_run_id": rid, "evals": evals, "table": table, "table_markdown": md, "curve": str(curve),
             "history": history, "timings": {k: round(v, 2) for k, v in timings.items()}, "warmup": warmup,
             "throughput": throughput(history), "data": data.summary(), "sft_examples": len(examples),
+            "learnable": learnable,
             "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
             "resumed_from": str(result.resumed_from) if result.resumed_from else None}
 

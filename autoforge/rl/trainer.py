@@ -2,6 +2,7 @@
 
     for each ERPO step:
         sample tasks -> rollout_fn (the episode engine) -> rewards + judge verdicts
+        -> refill: more tasks until the batch has enough groups with mixed rewards  refill_groups
         -> advantages (MEU masking, dynamic sampling, env-level std)       erpo.advantages_with_info
         -> loss on the exact token ids the policy generated                 erpo.erpo_loss
         -> AdamW step with gradient clipping -> log_fn -> checkpoint
@@ -28,7 +29,7 @@ import torch
 from autoforge.errors import ConfigError
 from autoforge.rl import checkpoint as ckpt
 from autoforge.rl.config import TrainConfig
-from autoforge.rl.erpo import advantages_with_info, erpo_loss, token_logprobs, token_logprobs_and_entropy
+from autoforge.rl.erpo import advantages_with_info, erpo_loss, group_drop_reasons, token_logprobs, token_logprobs_and_entropy
 from autoforge.rl.policy import Policy, build_tiny_policy, load_policy
 from autoforge.rl.trajectory import Trajectory, collate
 
@@ -401,6 +402,45 @@ def env_group_metrics(trajs: Sequence[Trajectory], info, cfg: TrainConfig) -> di
     return out
 
 
+def rollout_env_metrics(trajs: Sequence[Trajectory], ref_model, policy: Policy, cfg: TrainConfig) -> dict[str, float]:
+    """Per environment, over every rollout of the step (kept or not, so a step without an update still
+    draws its points): ``pass/<env>`` (share of rollouts with reward 1), ``entropy/<env>`` (mean
+    surprisal -log pi(token) of the sampled tokens: the Monte Carlo estimate of the per-token entropy
+    of the sampling policy) and, with ``ref_model``, ``kl_ref/<env>`` (per-token KL(pi || pi_ref) to the
+    policy at the start of ERPO, k3 estimator on the sampled tokens) and their all-environment means
+    ``pass_rate``, ``entropy_sampled``, ``kl_ref``."""
+    by_env: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        by_env[t.env_id].append(t)
+    out: dict[str, float] = {}
+    tok = {e: sum(t.n_generated for t in ts) for e, ts in by_env.items()}
+    for e, ts in sorted(by_env.items()):
+        out[f"pass/{e}"] = sum(t.reward >= 1.0 for t in ts) / len(ts)
+        if tok[e]:
+            out[f"entropy/{e}"] = -sum(lp for t in ts for lp, m in zip(t.old_logprobs, t.loss_mask) if m) / tok[e]
+    out["pass_rate"] = sum(t.reward >= 1.0 for t in trajs) / max(1, len(trajs))
+    total = sum(tok.values())
+    if total:
+        out["entropy_sampled"] = sum(out.get(f"entropy/{e}", 0.0) * tok[e] for e in by_env) / total
+    if ref_model is None or not total:
+        return out
+    kl_sum: dict[str, float] = defaultdict(float)
+    with torch.no_grad():
+        for chunk in _chunks([t for t in trajs if t.n_generated], cfg.micro_batch_size):
+            b = collate(chunk, policy.pad_id, device=policy.device)
+            ref = _forward_logprobs(ref_model, b, cfg.temperature)[0]
+            cur, mask = b["old_logprobs"][:, 1:], b["loss_mask"][:, 1:]
+            d = (ref - cur) * mask  # log pi_ref - log pi on the sampled tokens
+            k3 = (torch.exp(d) - d - 1.0) * mask
+            for row, t in zip(k3.sum(1).tolist(), chunk):
+                kl_sum[t.env_id] += row
+    for e in by_env:
+        if tok[e]:
+            out[f"kl_ref/{e}"] = kl_sum[e] / tok[e]
+    out["kl_ref"] = sum(kl_sum.values()) / total
+    return out
+
+
 def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
                log_fn: LogFn | None = None, history: list[dict] | None = None,
                resume_state: dict | None = None, sft_done: bool = True, ref_model=None,
@@ -415,19 +455,21 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
     if resume_state is not None:
         opt.load_state_dict(resume_state["optimizer"])
         start = resume_state["step"]
-    if cfg.beta > 0 and ref_model is None:
+    if (cfg.beta > 0 or cfg.log_reference_kl) and ref_model is None:
         ref_model = _reference_model(policy, cfg)
 
     for step in range(start, cfg.steps):
         t0 = time.perf_counter()
         seed = _step_seed(cfg.seed, "erpo", step)
         # 1. sample: tasks for this step (deterministic per step, so a resumed run picks the same ones)
-        batch_tasks = sample_tasks(tasks, cfg.tasks_per_batch, seed, env_weights if env_weights is not None
-                                   else cfg.env_weights)
+        weights = env_weights if env_weights is not None else cfg.env_weights
+        batch_tasks = sample_tasks(tasks, cfg.tasks_per_batch, seed, weights)
         torch.manual_seed(seed)
         trajs = rollout_fn(policy, batch_tasks, cfg.rollouts_per_task)
         if not trajs:
             raise ConfigError(f"rollout_fn returned no trajectories at ERPO step {step + 1}")
+        # 1b. dynamic sampling refill: more tasks until tasks_per_batch groups have mixed rewards (capped)
+        trajs, refill = refill_groups(policy, tasks, trajs, rollout_fn, cfg, seed, weights)
         t_roll = time.perf_counter() - t0
 
         # 2. score: rewards come with the trajectories; MEU verdicts in .valid (ignored if masking is off)
@@ -444,8 +486,14 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
                        judge_flagged_frac=sum(not t.valid for t in trajs) / len(trajs),
                        dropped_tasks=len(info.dropped_tasks), kept_rollouts=len(kept),
                        dropped_frac=len(info.dropped_tasks) / max(1, len({t.task_id for t in trajs})),
-                       gen_tokens=sum(t.n_generated for t in trajs), rollout_s=t_roll, lr=cfg.lr)
+                       gen_tokens=sum(t.n_generated for t in trajs), rollout_s=t_roll, lr=cfg.lr,
+                       kept_groups=len(info.kept_tasks), **refill)
+        if cfg.dynamic_sampling:
+            reasons = group_drop_reasons([t.reward for t in trajs], [t.task_id for t in trajs], valid)
+            for why in ("all_right", "all_wrong", "few_valid", "no_variance"):
+                metrics[f"dropped/{why}"] = sum(r == why for r in reasons.values())
         metrics.update(env_group_metrics(trajs, info, cfg))
+        metrics.update(rollout_env_metrics(trajs, ref_model if cfg.log_reference_kl else None, policy, cfg))
 
         # 4-5. loss on the exact generated token ids, AdamW step (skipped when nothing survives filtering)
         if kept:
@@ -463,6 +511,39 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
             ckpt.save_checkpoint(cfg.checkpoint_dir, "erpo", step + 1, model, policy.tokenizer, opt,
                                  cfg.model_dump(mode="json"), history, sft_done=sft_done, keep=cfg.keep_checkpoints)
     return history
+
+
+def refill_groups(policy: Policy, tasks: Sequence[Any], trajs: list[Trajectory], rollout_fn: RolloutFn,
+                  cfg: TrainConfig, seed: int, env_weights: dict[str, float] | None = None
+                  ) -> tuple[list[Trajectory], dict[str, int]]:
+    """DAPO-style dynamic sampling: while fewer than ``cfg.tasks_per_batch`` task groups of ``trajs``
+    have mixed rewards (after MEU masking), roll out tasks not yet tried this step, twice the groups
+    missing at a time, until ``cfg.refill_max_rollouts`` x the base rollouts were added or no task is
+    left. Deterministic in ``seed``. Returns the grown list and ``{"refill_rounds", "extra_rollouts"}``."""
+    base = cfg.tasks_per_batch * cfg.rollouts_per_task
+    cap = int(cfg.refill_max_rollouts * base) if cfg.dynamic_sampling else 0
+    rounds = extra = 0
+    task_key = lambda t: t["task_id"] if isinstance(t, dict) else t.task_id  # noqa: E731
+
+    def mixed() -> int:
+        valid = [t.valid for t in trajs] if cfg.mask_user_errors else [True] * len(trajs)
+        dropped = group_drop_reasons([t.reward for t in trajs], [t.task_id for t in trajs], valid)
+        return len({t.task_id for t in trajs}) - len(dropped)
+
+    while cap > 0 and extra < cap and (missing := cfg.tasks_per_batch - mixed()) > 0:
+        tried = {t.task_id for t in trajs}
+        pool = [t for t in tasks if task_key(t) not in tried]
+        room = (cap - extra) // cfg.rollouts_per_task
+        if not pool or room < 1:
+            break
+        rounds += 1
+        more = sample_tasks(pool, min(2 * missing, room), seed + 7919 * rounds, env_weights)
+        new = rollout_fn(policy, more, cfg.rollouts_per_task)
+        if not new:
+            break
+        trajs = [*trajs, *new]
+        extra += len(new)
+    return trajs, {"refill_rounds": rounds, "extra_rollouts": extra}
 
 
 def _reference_model(policy: Policy, cfg: TrainConfig):
@@ -484,12 +565,14 @@ def _reference_model(policy: Policy, cfg: TrainConfig):
 
 def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: TrainConfig,
           sft_examples: Sequence | None = None, log_fn: LogFn | None = None,
-          before_erpo: Callable[[Policy], None] | None = None,
+          before_erpo: Callable[[Policy], Sequence[Any] | None] | None = None,
           env_weights: dict[str, float] | None = None) -> TrainResult:
     """SFT cold start (if examples and ``sft_epochs``) then ERPO, resuming from ``cfg.checkpoint_dir``.
 
     ``before_erpo(policy)`` runs when ERPO starts from its first step (after SFT; e.g. the
-    driver's after-SFT evaluation) — not when a run resumes in the middle of ERPO.
+    driver's after-SFT evaluation) — not when a run resumes in the middle of ERPO. It may return
+    the tasks ERPO trains on instead of ``tasks`` (the driver's learnable filter), or None to keep
+    them; a run resumed inside ERPO is given that list as ``tasks`` by its caller.
 
     A killed run started again with the same config continues after its last checkpoint: the
     weights, optimizer and history come back, finished steps are not redone, and steps are
@@ -510,7 +593,11 @@ def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: Trai
     if sft_examples and cfg.sft_epochs > 0 and not sft_done:
         sft(policy, sft_examples, cfg, log_fn, history, resume_state=state if state and state["phase"] == "sft" else None)
     if before_erpo is not None and not (state and state["phase"] == "erpo"):
-        before_erpo(policy)
+        chosen = before_erpo(policy)
+        if chosen is not None:
+            if not chosen:
+                raise ConfigError("before_erpo returned an empty task list: ERPO needs at least one task")
+            tasks = chosen
     history = train_erpo(policy, tasks, rollout_fn, cfg, log_fn, history, sft_done=True,
                          resume_state=state if state and state["phase"] == "erpo" else None, env_weights=env_weights)
     result.history = history

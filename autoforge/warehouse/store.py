@@ -45,6 +45,7 @@ TABLES: dict[type[T.Record], tuple[str, tuple[str, ...]]] = {
     T.EvalResult: ("eval_results", ("result_id",)),
     T.TrainingRun: ("training_runs", ("train_run_id",)),
     T.TrainingStep: ("training_steps", ("train_run_id", "phase", "step")),
+    T.TaskPassRate: ("task_pass_rates", ("train_run_id", "point", "source", "task_id")),
     T.LLMCall: ("llm_calls", ("call_id",)),
 }
 # Columns a table has beyond its model's fields: derived by the writer from other tables, in the same
