@@ -490,6 +490,12 @@ def main_multi(argv=None) -> dict:
     ap.add_argument("--env-weights", default="", help="per-environment sampling weights, NAME=W,... "
                     "(TrainConfig.env_weights; default: equal weights, each environment a third of every batch)")
     ap.add_argument("--error-rate", type=float, default=0.2)
+    ap.add_argument("--pass-rate-samples", type=int, default=4, help="rollouts per train task of the pass-rate "
+                    "estimate before ERPO (TrainConfig.pass_rate_samples; 0 = no estimate, ERPO on every task)")
+    ap.add_argument("--pass-rate-max-tasks", type=int, default=64, help="train tasks estimated per arm "
+                    "(TrainConfig.pass_rate_max_tasks); ERPO trains on the learnable ones among them")
+    ap.add_argument("--refill", type=float, default=2.0, help="dynamic-sampling refill cap, x the base rollouts "
+                    "(TrainConfig.refill_max_rollouts; 0 = the earlier no-refill filter)")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
@@ -579,6 +585,14 @@ def main_multi(argv=None) -> dict:
                                 "adv scale": round3(mean_of(series(hs, f"adv_scale/{eid}", args.erpo_steps))),
                                 "masked": round3(mean_of(series(hs, f"masked_frac/{eid}", args.erpo_steps))),
                                 "dropped": round3(mean_of(series(hs, f"dropped_frac/{eid}", args.erpo_steps)))})
+                else:  # all environments: how many steps updated the weights, the refill, the learnable tasks
+                    steps = [h for hist in hs for h in hist]
+                    row.update({"steps updated": f"{sum(not h.get('skipped') for h in steps)}/{len(steps)}",
+                                "extra rollouts/step": round3(mean_of([h.get("extra_rollouts") for h in steps])),
+                                "dropped all wrong/right/few valid per step": "/".join(
+                                    str(round3(mean_of([h.get(f"dropped/{w}") for h in steps])))
+                                    for w in ("all_wrong", "all_right", "few_valid")),
+                                "learnable tasks": "/".join(str(x["learnable"].get("kept", "-")) for x in runs[name])})
                 rows.append(row)
         arms = [a for a, _, _ in MULTI_ARMS]
         curves = {name: {"reward": {e: series([x["history"] for x in runs[name]], f"reward/{manifest[e]['env_id']}", args.erpo_steps) for e in envs},
@@ -645,12 +659,14 @@ def main_multi(argv=None) -> dict:
             cfg = TrainConfig(**{**common, "model_path": sft_ckpt, "sft_epochs": 0, "sft_gold": False, "seed": sd},
                               steps=args.erpo_steps, lr=args.lr, tasks_per_batch=args.tasks_per_batch,
                               rollouts_per_task=args.rollouts, user_error_rate=args.error_rate, advantage_level=level,
-                              mask_user_errors=mask, eval_at=["end"],
+                              mask_user_errors=mask, eval_at=["end"], pass_rate_samples=args.pass_rate_samples,
+                              pass_rate_max_tasks=args.pass_rate_max_tasks, refill_max_rollouts=args.refill,
                               checkpoint_dir=str(work / f"{level}_{'mask' if mask else 'nomask'}_s{sd}"))
             t = time.perf_counter()
             r, outcomes = run_phase(data, cfg, names, t0)
             runs.setdefault(name, []).append({"seed": sd, "history": [h for h in r["history"] if h["phase"] == "erpo"],
-                                              "outcomes": outcomes.get("end", []), "wall_s": round(time.perf_counter() - t, 1)})
+                                              "outcomes": outcomes.get("end", []), "wall_s": round(time.perf_counter() - t, 1),
+                                              "learnable": r.get("learnable") or {}})
         summary = finish(runs, final=sd == seeds[-1])
     return summary
 

@@ -131,7 +131,7 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
     return [{**r, "train": int(r["train"]), "test": int(r["test"])} for r in rows[:k]]
 
 
-def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base: str | Path | None = None,
+def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 8, base: str | Path | None = None,
                 envs: list[str] | None = None) -> TrainConfig:
     """The ``autoforge demo`` run (289 s and 416 s in two runs on the 2-core dev machine with 2 torch threads,
     SFT 0.75-1.1 s per step; with 1 thread 497 s and 658 s, as the shared host varied; 0.208 after SFT in
@@ -146,7 +146,14 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base
     Measured (one run per row, on the demo's warehouse with the 900-candidate top-up, 258 train and
     24 held-out tasks): 3 copies x 2 epochs -> 0.208 after SFT, 0.250 after ERPO; 1 copy x 4 epochs
     (the same 258 steps) -> 0.000. With the earlier 300-candidate top-up (150 train, 14 held out),
-    3 copies x 4 epochs gave 0.214 once and 0.000 when only the float order of SFT changed."""
+    3 copies x 4 epochs gave 0.214 once and 0.000 when only the float order of SFT changed.
+
+    ERPO (issue 34): before it, 4 rollouts of 64 train tasks estimate each one's pass rate and ERPO
+    trains on the learnable ones (0 < rate < 1); each step refills its batch until 4 groups have mixed
+    rewards. From one SFT checkpoint (0.118 on 34 held-out tasks), 8 steps gave: temperature 1.0,
+    lr 5e-5 -> 0.059; temperature 0.7, lr 5e-5 -> 0.147 (every step updated); temperature 1.0,
+    lr 2e-5, 6 tasks per step -> 0.147. At 1.0 the sampled rollouts of SFT-seen train tasks pass ~20%
+    of the time against ~40% at 0.7, so more groups are mixed and the estimate is less noisy."""
     from autoforge.rl.base import BASE_DIR, BaseSpec
 
     spec = BaseSpec()
@@ -158,24 +165,27 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 4, base
         envs=envs, max_tool_calls=DEMO_MAX_CALLS, max_reasoning_nodes=0, prompt_tools="used", tool_schema="brief",
         max_train_tasks=300, max_eval_tasks=40,
         tasks_per_batch=4, rollouts_per_task=4, max_turns=6, max_new_tokens=80, max_episode_tokens=300,
-        steps=steps, lr=5e-5, sft_epochs=2, sft_lr=2e-3, sft_batch_size=8, sft_augment_copies=3, micro_batch_size=8,
+        steps=steps, lr=5e-5, temperature=0.7, pass_rate_samples=4, pass_rate_max_tasks=64, refill_max_rollouts=2.0,
+        sft_epochs=2, sft_lr=2e-3, sft_batch_size=8, sft_augment_copies=3, micro_batch_size=8,
         user_error_rate=0.2, eval_at=["start", "sft", "end"], rollout_concurrency=8,
         checkpoint_dir=str(Path(out_dir) / "checkpoints"), checkpoint_every=1000)
 
 
 def demo_headline(out: dict[str, Any], cfg: TrainConfig) -> str:
-    """``held-out pass^1: before X -> after Y (N tasks, E environments, S steps: ...)`` of a demo run."""
+    """``held-out pass^1 on N tasks in E environments: before X -> after SFT Y -> after ERPO Z (S SFT steps,
+    K ERPO steps, U of them updated the weights)`` of a demo run (a point not evaluated is left out)."""
     ev = out["evals"]
-    before, after = ev.get("start") or ev["sft"], ev.get("end") or ev.get("sft")  # eval_at without "start": from SFT
+    first = ev.get("start") or ev.get("sft") or ev.get("end")
+    points = [f"{label} {ev[p]['success_rate']:.3f}" for p, label in
+              (("start", "before"), ("sft", "after SFT"), ("end", "after ERPO")) if ev.get(p)]
     n_sft = sum(1 for h in out["history"] if h["phase"] == "sft")
-    n_erpo = sum(1 for h in out["history"] if h["phase"] == "erpo")
-    mid = f", {ev['sft']['success_rate']:.3f} after SFT" if "sft" in ev and ev.get("end") else ""
-    return (f"held-out pass^1: before {before['success_rate']:.3f} -> after {after['success_rate']:.3f} "
-            f"({before['n_tasks']} tasks, {len(out['data']['environments'])} environments, {n_sft + n_erpo} steps: "
-            f"{n_sft} SFT + {n_erpo} ERPO{mid})")
+    erpo = [h for h in out["history"] if h["phase"] == "erpo"]
+    updated = sum(not h.get("skipped") for h in erpo)
+    return (f"held-out pass^1 on {first['n_tasks']} tasks in {len(out['data']['environments'])} environments: "
+            f"{' -> '.join(points)} ({n_sft} SFT steps, {len(erpo)} ERPO steps, {updated} of them updated the weights)")
 
 
-def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 4, progress: Progress | None = None,
+def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 8, progress: Progress | None = None,
                   say=None, envs: list[str] | None = None) -> dict[str, Any]:
     """The demo's run (:func:`demo_config`), building the base checkpoint first when it is absent
     (:func:`autoforge.rl.base.ensure_base_checkpoint` says how long that takes). The result has
