@@ -161,6 +161,44 @@ def test_answer_task_is_scored_on_the_final_message(wh, rows):
         envs.close()
 
 
+def test_environments_run_from_a_bundle_with_no_warehouse(wh, rows, tmp_path):
+    """TRLEnvironments over an environment bundle (issue 35; the warehouse copy it was written from deleted): the
+    same rows, the same tools, and the same rewards as over the warehouse; talk_to_user's schema is the bundle's."""
+    import shutil
+
+    from autoforge.integrations.bundle import USER_TOOL_SCHEMA, Bundle, write_bundle
+
+    copy = tmp_path / "copy.duckdb"
+    shutil.copyfile(wh, copy)
+    write_bundle(str(copy), "v_curated_tasks", tmp_path / "bundle")
+    copy.unlink()
+    bundle = Bundle.load(tmp_path / "bundle")
+    brows = sorted(bundle.task_rows(system_prompt=TRL_SYSTEM_PROMPT), key=lambda r: r.task_id)
+    assert [r.model_dump(exclude={"n_checks_passed"}) for r in brows] == \
+        [r.model_dump(exclude={"n_checks_passed"}) for r in sorted(rows, key=lambda r: r.task_id)]
+    from_wh, from_bundle = TRLEnvironments(wh, rows), TRLEnvironments(bundle, brows)
+    try:
+        assert from_bundle.factories.keys() == from_wh.factories.keys()
+        for name in from_bundle.factories:
+            a, b = from_wh.factories[name](), from_bundle.factories[name]()
+            seen = get_json_schema(b.talk_to_user)["function"]
+            assert {k: v for k, v in seen.items() if k != "return"} == USER_TOOL_SCHEMA["function"]
+            for r in [r for r in brows if r.env_name == name][:3]:
+                got = []
+                for env in (a, b):
+                    env.reset(task_id=r.task_id)
+                    first = env.get_reward()
+                    for call in _task(wh, r.task_id).gold_calls:
+                        getattr(env, call.name)(**call.arguments)
+                    env._set_final_message(None if r.gold_answer is None else f"It is {r.gold_answer['value']}.")
+                    got.append((first, env.get_reward()))
+                assert got[0] == got[1], (r.task_id, got)
+                assert got[1] == (0.0, 1.0) or r.kind != "state", (r.task_id, got)
+    finally:
+        from_wh.close()
+        from_bundle.close()
+
+
 def test_batch_advantages_equal_compute_advantages_on_the_worked_example():
     # docs/design.md#worked-example (env A: a1 [1,0,0,1], a2 [1,1,0] + one masked rollout) plus env B: b1 [1,0,0,0].
     # Two reward columns as TRL builds them (one per environment class; NaN where a column does not apply), the

@@ -52,6 +52,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bundle(args: argparse.Namespace) -> int:
+    from autoforge.integrations.bundle import write_bundle
+
+    res = write_bundle(wh(args), args.relation, args.out, env=args.env, split=args.split, limit=args.limit)
+    parts = ", ".join(f"{s} {n}" for s, n in res.splits.items())
+    print(f"wrote {res.tasks} tasks of {res.environments} environment(s) from {args.relation} to {res.out}/ "
+          f"(bundle: {parts}; {res.files} files, {res.bytes / 1024:.0f} KiB; {res.out}/manifest.json)")
+    return 0
+
+
 # each command's one-line help in the `autoforge --help` list (add_parsers below gives it, or parser.py's
 # stub when this group is not built)
 HELP = {
@@ -59,8 +69,10 @@ HELP = {
     "sql": "run a read-only SQL query and print the result",
     "export": ("write a table or view to parquet, jsonl or csv, or a folder for other trainers (hf: a Hugging Face "
                "DatasetDict; verl: verl's RL parquet)"),
+    "bundle": ("write tasks and their environments (tool code, schemas, rules, states, gold outcomes) to one folder "
+               "that plays with no warehouse"),
 }
-COMMANDS = {"init": cmd_init, "sql": cmd_sql, "export": cmd_export}
+COMMANDS = {"init": cmd_init, "sql": cmd_sql, "export": cmd_export, "bundle": cmd_bundle}
 
 
 def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -88,3 +100,25 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="parquet | jsonl | csv: one file; hf: datasets.load_from_disk folder; verl: train.parquet + "
                         "test.parquet")
     s.add_argument("--out", required=True, metavar="PATH", help="the file (parquet, jsonl, csv) or folder (hf, verl)")
+    s = sub.add_parser(
+        "bundle", parents=[common], help=HELP["bundle"],
+        description="Write the tasks of a tasks relation and everything an episode of them needs into one folder: "
+                    "per environment its accepted tool code, tool specs and the schemas the agent sees, its rules "
+                    "(runtime guards, judged conversation rules), its state schema and sample state; per task the "
+                    "user's request and hidden facts, the initial state, the gold calls, the gold state and its hash, "
+                    "the gold answer and the rules it exercises. manifest.json gives the format version, the "
+                    "autoforge version and git commit, the warehouse, relation and filters, counts and the sha256 "
+                    "of every file.",
+        epilog="The bundle plays with no warehouse and no Prefect: autoforge.integrations.bundle.Bundle.load(DIR) "
+               "checks every file's sha256, and bundle.episode(task_id) gives prompt(), call(name, args), "
+               "talk_to_user(message) and reward(), scored as the episode engine scores (docs/trainers.md, \"The "
+               "environment bundle\"). The folder is written beside --out first and replaces it only when complete; "
+               "an existing --out must be empty or a previous bundle.")
+    s.add_argument("relation", metavar="TABLE_OR_VIEW", help="a tasks relation (columns task_id, env_id, request), "
+                                                             "e.g. v_curated_tasks (verified tasks) or tasks")
+    s.add_argument("--out", required=True, metavar="DIR", help="the bundle folder")
+    s.add_argument("--env", default=None, metavar="NAME", help="only the tasks of this environment (name or id)")
+    s.add_argument("--split", choices=["train", "test"], default=None,
+                   help="only the tasks of this split (default both)")
+    s.add_argument("--limit", type=int, default=None, metavar="N", help="at most N tasks (task-id order, after --env "
+                                                                        "and --split)")

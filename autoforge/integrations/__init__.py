@@ -1,4 +1,5 @@
-"""Use the corpus and the environments outside AutoForge (issue 17): Hugging Face datasets
+"""Use the corpus and the environments outside AutoForge (issue 17): the environment bundle, played with no
+warehouse (:mod:`~autoforge.integrations.bundle`, issue 35), Hugging Face datasets
 (:mod:`~autoforge.integrations.hf`), verl's RL parquet (:mod:`~autoforge.integrations.verl`), the
 task rows both are built from (:mod:`~autoforge.integrations.rows`), TRL's ``GRPOTrainer`` over
 the environments with ERPO's advantage (:mod:`~autoforge.integrations.trl`) and an MCP server of
@@ -9,6 +10,16 @@ and writes the warehouse only through :mod:`autoforge.pipeline`) and below ``aut
 nothing in the package below imports it.
 """
 
-from autoforge.integrations.rows import ChatMessage, TaskRow, is_task_relation, task_rows
+from typing import Any
 
 __all__ = ["ChatMessage", "TaskRow", "is_task_relation", "task_rows"]
+
+
+def __getattr__(name: str) -> Any:
+    """The task-row names, imported on first use (PEP 562): loading a bundle (``integrations.bundle``) then
+    loads no warehouse code."""
+    if name in __all__:
+        from autoforge.integrations import rows
+
+        return getattr(rows, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

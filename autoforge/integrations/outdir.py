@@ -1,11 +1,12 @@
-"""The output folder of the folder-shaped exports (``--format hf`` and ``--format verl``).
+"""The output folder of the folder-shaped exports (``--format hf``, ``--format verl``, ``autoforge bundle``).
 
 The same rules as ``autoforge export`` to a file (docs/hardening.md, "export"), for a folder:
 
 - everything is written into a new temporary folder beside ``--out`` (``.NAME.tmp-...``), which
   replaces ``--out`` only once it is complete: a failed export leaves ``--out`` as it was;
 - ``--out`` may be missing, an empty folder, or a previous export of this kind (it holds
-  :data:`MARKER`); anything else (a file, a folder with other files) is refused, never deleted;
+  :data:`MARKER`, or a bundle's ``manifest.json``); anything else (a file, a folder with other
+  files) is refused, never deleted;
 - ``--out`` can be neither the warehouse nor a folder holding it.
 """
 
@@ -23,6 +24,27 @@ from autoforge.errors import WarehouseError
 from autoforge.pipeline.admin import warehouse_file
 
 MARKER = "autoforge_export.json"  # what marks a folder as a previous export that a new one may replace
+BUNDLE_MANIFEST, BUNDLE_FORMAT = "manifest.json", "autoforge-bundle"  # an environment bundle (integrations/bundle.py)
+
+
+def _format_of(folder: Path) -> str | None:
+    """The kind of export ``folder`` holds (``hf``, ``verl``, ``bundle``), None when it is not one."""
+    for name in (MARKER, BUNDLE_MANIFEST):
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            kind = json.loads(path.read_text()).get("format")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if name == BUNDLE_MANIFEST:
+            return "bundle" if kind == BUNDLE_FORMAT else None
+        return kind
+    return None
+
+
+def _what(fmt: str) -> str:
+    return "bundle" if fmt == "bundle" else f"--format {fmt} export"
 
 
 def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
@@ -33,21 +55,16 @@ def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
         wh = wh.resolve()
         if out == wh or out in wh.parents:
             raise WarehouseError(f"--out {out} is the warehouse or a folder holding it ({wh}); pass a new folder for "
-                                 f"the {fmt} export")
+                                 f"the {fmt if fmt == 'bundle' else fmt + ' export'}")
     if out.exists() and not out.is_dir():
-        raise WarehouseError(f"--out {out} is a file; --format {fmt} writes a folder: pass a folder path")
+        raise WarehouseError(f"--out {out} is a file; {'a bundle' if fmt == 'bundle' else f'--format {fmt}'} writes a "
+                             "folder: pass a folder path")
     if out.is_dir() and any(out.iterdir()):
-        marker = out / MARKER
-        kind = None
-        if marker.is_file():
-            try:
-                kind = json.loads(marker.read_text()).get("format")
-            except (OSError, ValueError, AttributeError):
-                kind = None
+        kind = _format_of(out)
         if kind != fmt:
-            what = f"a --format {kind} export" if kind else "files that are not an autoforge export"
-            raise WarehouseError(f"--out {out} already holds {what}; only an empty folder or a previous --format {fmt} "
-                                 "export is replaced: pass another folder, or remove this one yourself")
+            what = f"a {_what(kind)}" if kind else "files that are not an autoforge export"
+            raise WarehouseError(f"--out {out} already holds {what}; only an empty folder or a previous {_what(fmt)} "
+                                 "is replaced: pass another folder, or remove this one yourself")
     return out
 
 

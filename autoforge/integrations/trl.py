@@ -70,27 +70,22 @@ from typing import Any, Callable, Iterable, Literal, Union
 import torch
 from trl import GRPOTrainer
 
-from autoforge.envs.runtime import Environment
-from autoforge.errors import AutoforgeError, ConfigError
+from autoforge.errors import ConfigError
+from autoforge.integrations.bundle import Bundle
+from autoforge.integrations.episode import USER_TOOL, USER_TOOL_SYSTEM_PROMPT, LiveEpisode
 from autoforge.integrations.rows import TaskRow
 from autoforge.rl.erpo import advantages_with_info
 from autoforge.rollout import reward as R
-from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT, observation_text
-from autoforge.rollout.rule_judge import episode_rule_breaks
 from autoforge.rollout.judge import make_judge
 from autoforge.rollout.users import ErrorRates, sample_plan
-from autoforge.types import Episode, Message, Task, ToolCall, ToolCode, content_id
+from autoforge.types import Episode, Message, Task, ToolCode, content_id
 
 __all__ = ["RESPONSE_TEMPLATE", "TRL_SYSTEM_PROMPT", "USER_TOOL", "ERPOTrainer", "TRLEnvironments",
            "add_response_template", "batch_advantages", "environment_class", "tool_method"]
 
-USER_TOOL = "talk_to_user"
 RESERVED = ("reset", "get_reward", USER_TOOL)
 
-TRL_SYSTEM_PROMPT = DEFAULT_SYSTEM_PROMPT + (
-    f" You reach the user only through the {USER_TOOL} tool: it sends your message and returns the user's reply. "
-    "Your last message, written without a tool call, ends the conversation."
-)
+TRL_SYSTEM_PROMPT = USER_TOOL_SYSTEM_PROMPT  # the engine's system prompt + how to reach the user (integrations.episode)
 
 # How a Hermes/Qwen-format assistant turn reads back (transformers' declarative response parser): text, then
 # <tool_call>{"name": ..., "arguments": {...}}</tool_call> blocks, up to <|im_end|>. The same layout as
@@ -283,15 +278,11 @@ class AutoForgeEnvironment:
 
     def __init__(self):
         spec = self._spec
-        self._env = Environment(spec.tools, env_id=spec.env_id)
-        self._task: Task | None = None
-        self._messages: list[Message] = []
-        self._user: Any = None
-        self._ended = False  # the user ended the conversation: tools no longer run
-        self._broken: str | None = None  # the environment or the user simulator failed: not scored
+        # the sandbox, the user, the transcript and the engine's scorer (integrations.episode: the bundle's too)
+        self._live = LiveEpisode(spec.tools, env_id=spec.env_id, judged=spec.options.get("judged"),
+                                 max_observation_chars=spec.options["max_observation_chars"])
         self._final: str | None = None  # the rollout's last assistant text (ERPOTrainer sets it)
         self._episodes = 0
-        self._closed = False
         self.last_reward_info: dict[str, Any] = {}  # the components of the last get_reward(), for diagnosis
         with spec.lock:
             self._index = len(spec.instances)  # (seeds the user's injected errors: the same run, the same draws)
@@ -310,42 +301,25 @@ class AutoForgeEnvironment:
         self._episodes += 1
         seed = random.Random(f"trl:{opts['seed']}:{task.task_id}:{self._index}:{self._episodes}").randrange(2**31)
         plan = sample_plan(opts["error_rates"], random.Random(f"plan:{seed}"), task)
-        self._task, self._ended, self._broken, self._final = task, False, None, None
-        self._user = opts["user_factory"](task, plan, seed)
-        try:
-            self._env.reset(task.initial_state)
-        except AutoforgeError as exc:  # as in the AutoForge engine: an environment that cannot start is not scored
-            self._broken = f"env_error: reset failed: {exc}"[:500]
-        opening = self._user.opening()
-        self._messages = [Message(role="system", content=_system_text(row)), Message(role="user", content=opening)]
+        self._final = None
+        opening = self._live.start(task, opts["user_factory"](task, plan, seed), _system_text(row))
         return None if _prompt_ends_with(row.get("prompt"), opening) else opening
 
     def get_reward(self) -> float | None:
         """1.0 / 0.0 as AutoForge scores the episode; None when the judge flags a user error or it cannot be scored."""
         task = self._require_task()
-        messages = list(self._messages)
-        final = self._final if self._final is not None else self._last_said()
-        if self._final is not None and self._final.strip():
-            messages.append(Message(role="assistant", content=self._final))
-        info: dict[str, Any] = {}
-        try:
-            state = None if self._broken else self._env.get_state()
-        except AutoforgeError as exc:
-            state, self._broken = None, f"final state unreadable: {exc}"
-        reward, info = R.score(task, state, None, final) if state is not None else (None, {"state_match": None})
-        # a call the rule engine refused is a rule break (issue 33): 0 unless AUTOFORGE_ZERO_ON_RULE_BREAK is off
-        reward, info = R.rule_break_reward(reward, info, episode_rule_breaks(messages, self._spec.options.get("judged")))
-        if self._broken:
-            reward, info["unscored_reason"] = None, self._broken
+        # the engine's reward; a call the rule engine refused is a rule break (issue 33): 0 unless
+        # AUTOFORGE_ZERO_ON_RULE_BREAK is off
+        reward, info, messages = self._live.score(self._final)
         judge = self._spec.options["judge"]
         if judge is not None and reward is not None:
-            termination = "user_stop" if self._ended else "agent_done"
+            termination = "user_stop" if self._live.ended else "agent_done"
             verdict = judge.judge(task, _episode(task, messages, termination, self._spec.options["user_name"]))
             info["judge"] = verdict.as_dict()
             if verdict.flag:
                 reward, info["unscored_reason"] = None, f"user error ({verdict.kind}): masked (ERPO MEU)"
         try:
-            info["user_error"] = self._user.ground_truth()
+            info["user_error"] = self._live.user.ground_truth()
         except Exception:  # noqa: BLE001 - diagnostics only
             pass
         self.last_reward_info = {**info, "reward": reward, "task_id": task.task_id}
@@ -359,53 +333,26 @@ class AutoForgeEnvironment:
             message: What you say to the user.
         """
         self._require_task()
-        if self._ended:
-            return "(the user has ended the conversation; reply without a tool call)"
-        self._messages.append(Message(role="assistant", content=str(message)))
-        try:
-            turn = self._user.reply(list(self._messages))
-        except Exception as exc:  # noqa: BLE001 - the simulator broke: the rollout is not scored
-            self._broken = f"user_sim_error: {type(exc).__name__}: {exc}"[:500]
-            self._ended = True
-            return "(the user is not available; reply without a tool call)"
-        self._messages.append(Message(role="user", content=turn.content))
-        self._ended = bool(turn.stop)
-        return turn.content
+        return self._live.talk(message)
 
     # ------------------------------------------------------------------ private helpers
     def _call_tool(self, name: str, arguments: dict) -> str:
         self._require_task()
-        call = ToolCall(name=name, arguments=arguments, id=f"call_{len(self._messages)}")
-        self._messages.append(Message(role="assistant", content="", tool_calls=[call]))
-        if self._ended:
-            text = json.dumps({"error": "the user has ended the conversation; this call was not executed"})
-        else:
-            try:
-                obs = self._env.call(name, arguments)
-                text = observation_text(obs, self._spec.options["max_observation_chars"])
-            except AutoforgeError as exc:  # a sandbox limit: the agent sees an error, the rollout goes on
-                text = json.dumps({"error": f"{type(exc).__name__}: {exc}"}, ensure_ascii=False)
-            except Exception as exc:  # noqa: BLE001 - the environment itself broke: not scored
-                self._broken = f"env_error: {name}: {type(exc).__name__}: {exc}"[:500]
-                text = json.dumps({"error": "the environment failed; this call was not executed"})
-        self._messages.append(Message(role="tool", content=text, tool_call_id=call.id, name=name))
-        return text
+        return self._live.call(name, arguments)
 
     def _set_final_message(self, text: str | None) -> None:
         self._final = text
 
     def _last_said(self) -> str:
-        return R.final_message(self._messages)
+        return R.final_message(self._live.messages)
 
     def _require_task(self) -> Task:
-        if self._task is None:
+        if self._live.task is None:
             raise ConfigError(f"environment {self._spec.name!r}: call reset(**row) before its tools or get_reward()")
-        return self._task
+        return self._live.task
 
     def _close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._env.close()
+        self._live.close()
 
 
 def _system_text(row: dict[str, Any]) -> str:
@@ -445,12 +392,20 @@ def environment_class(env_id: str, name: str, tool_schemas: list[dict[str, Any]]
     return type(cls_name, (AutoForgeEnvironment,), members)
 
 
-def _load_tasks(warehouse: str | None, task_ids: list[str]) -> tuple[dict[str, Task], dict[str, list[ToolCode]]]:
-    """The tasks of ``task_ids`` (any status) and the accepted tool code of their environments."""
-    from autoforge.pipeline.corpus import accepted_tools_by_env, tasks_by_id
+def _load_tasks(source: "str | None | Bundle", task_ids: list[str]
+                ) -> tuple[dict[str, Task], dict[str, list[ToolCode]], dict[str, list[dict]]]:
+    """The tasks of ``task_ids`` (any status), the accepted tool code and the judged rules of their environments,
+    from the warehouse or from a :class:`Bundle`."""
+    if isinstance(source, Bundle):
+        known = set(source.task_ids())
+        tasks = {t: source.task(t).to_task() for t in task_ids if t in known}  # (unknown ones: reported by the caller)
+        envs = [source.env(e) for e in sorted({t.env_id for t in tasks.values()})]
+        return tasks, {e.env_id: list(e.tools) for e in envs}, {e.env_id: list(e.rules.judged) for e in envs}
+    from autoforge.pipeline.corpus import accepted_tools_by_env, judged_rules, tasks_by_id
 
-    tasks = tasks_by_id(warehouse, task_ids)
-    return tasks, accepted_tools_by_env(warehouse, {t.env_id for t in tasks.values()})
+    tasks = tasks_by_id(source, task_ids)
+    env_ids = {t.env_id for t in tasks.values()}
+    return tasks, accepted_tools_by_env(source, env_ids), judged_rules(source, env_ids)
 
 
 class TRLEnvironments:
@@ -458,8 +413,11 @@ class TRLEnvironments:
 
     ``TRLEnvironments(warehouse, rows, user="offline", judge="rule", user_error_rate=0.0, seed=0)``:
 
+    * ``warehouse``: where the tasks, tool code and rules are read: a warehouse, or an environment
+      bundle (:class:`autoforge.integrations.bundle.Bundle`: no warehouse needed);
     * ``rows``: :func:`autoforge.integrations.rows.task_rows` records (their ``tools`` are the
-      schemas the methods are built from: ``tool_schema="compact"`` there gives compact ones);
+      schemas the methods are built from: ``tool_schema="compact"`` there gives compact ones), or
+      :meth:`Bundle.task_rows <autoforge.integrations.bundle.Bundle.task_rows>` from a bundle;
     * ``user``: ``offline`` (scripted) or ``llm[:model]`` (OpenAI-compatible, ``AUTOFORGE_OPENAI_*``);
     * ``judge``: ``rule`` | ``llm`` | ``none``, the user-error judge whose flag masks a rollout;
     * ``user_error_rate``: injected user errors per episode, split evenly over the three kinds
@@ -471,7 +429,8 @@ class TRLEnvironments:
     hands every instance's sandbox worker back.
     """
 
-    def __init__(self, warehouse: str | None, rows: Iterable[TaskRow], *, user: str = "offline", judge: str = "rule",
+    def __init__(self, warehouse: "str | None | Bundle", rows: Iterable[TaskRow], *, user: str = "offline",
+                 judge: str = "rule",
                  user_error_rate: float | ErrorRates = 0.0, seed: int = 0, settings: Any = None,
                  temperature: float = 0.0, max_observation_chars: int = 8_000):
         from autoforge.rollout.evaluate import make_user_factory, openai_client
@@ -484,28 +443,27 @@ class TRLEnvironments:
             if names.setdefault(r.env_name, r.env_id) != r.env_id:
                 raise ConfigError(f"two environments are named {r.env_name!r} ({names[r.env_name]}, {r.env_id}); "
                                   "TRL routes rows by name, so give them one environment each")
-        by_id, tools_by_env = _load_tasks(warehouse, [r.task_id for r in self.rows])
+        by_id, tools_by_env, judged = _load_tasks(warehouse, [r.task_id for r in self.rows])
+        where = "the bundle" if isinstance(warehouse, Bundle) else "the warehouse's tasks table"
         missing = [r.task_id for r in self.rows if r.task_id not in by_id]
         if missing:
-            raise ConfigError(f"{len(missing)} task row(s) are not in the warehouse's tasks table (e.g. {missing[0]}); "
-                              "build the rows from this warehouse")
+            raise ConfigError(f"{len(missing)} task row(s) are not in {where} (e.g. {missing[0]}); "
+                              f"build the rows from this {'bundle' if isinstance(warehouse, Bundle) else 'warehouse'}")
         rates = user_error_rate if isinstance(user_error_rate, ErrorRates) else ErrorRates.uniform(user_error_rate)
         user_factory, user_name = make_user_factory(user, settings=settings, temperature=temperature)
         judge_obj = make_judge(judge, openai_client(settings, None) if judge == "llm" else None)
         options = {"seed": seed, "error_rates": rates, "user_factory": user_factory, "user_name": user_name,
                    "judge": judge_obj, "max_observation_chars": max_observation_chars}
         self.classes: dict[str, type[AutoForgeEnvironment]] = {}
-        from autoforge.pipeline.corpus import judged_rules
-
-        judged = judged_rules(warehouse, names.values())  # each environment's judged rules (issue 33)
         for env_name, env_id in sorted(names.items()):
             env_rows = [r for r in self.rows if r.env_id == env_id]
             code = tools_by_env.get(env_id) or []
             if not code:
-                raise ConfigError(f"environment {env_name!r} ({env_id}) has no accepted tool code in the warehouse")
+                raise ConfigError(f"environment {env_name!r} ({env_id}) has no accepted tool code in "
+                                  f"{'the bundle' if isinstance(warehouse, Bundle) else 'the warehouse'}")
             self.classes[env_name] = environment_class(env_id, env_name, env_rows[0].tools, code,
                                                        {r.task_id: by_id[r.task_id] for r in env_rows},
-                                                       {**options, "judged": judged.get(env_id, [])})
+                                                       {**options, "judged": judged.get(env_id, [])})  # issue 33
 
     @property
     def factories(self) -> dict[str, type[AutoForgeEnvironment]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Iterable, TypeVar
 
-from autoforge.types import EnvironmentRecord, Record, Task, ToolCode, ToolSpec
+from autoforge.types import EnvironmentRecord, Record, Task, TaskDag, ToolCode, ToolRule, ToolSpec
 from autoforge.warehouse import TABLES, column_exists, query, read_records, table_exists
 
 M = TypeVar("M", bound=Record)
@@ -83,7 +83,6 @@ def judged_rules(warehouse: str | None, env_ids: Iterable[str]) -> dict[str, lis
     """Environment id -> its judged conversation rules (``tool_rules`` rows with enforcement ``judged``) as
     checks (:func:`autoforge.tasks.rules.judged_checks`), for each of ``env_ids`` (issue 33)."""
     from autoforge.tasks.rules import judged_checks
-    from autoforge.types import ToolRule
 
     ids = sorted(set(env_ids))
     out: dict[str, list[dict]] = {e: [] for e in ids}
@@ -95,6 +94,19 @@ def judged_rules(warehouse: str | None, env_ids: Iterable[str]) -> dict[str, lis
         rows.setdefault(r.env_id, []).append(r)
     for e, rs in rows.items():
         out[e] = judged_checks(rs)
+    return out
+
+
+def tool_rules(warehouse: str | None, env_ids: Iterable[str]) -> dict[str, list[ToolRule]]:
+    """Environment id -> every rule its tools' prose and policy documents state (``tool_rules`` rows, any
+    enforcement), in ``rule_id`` order, for each of ``env_ids``."""
+    ids = sorted(set(env_ids))
+    out: dict[str, list[ToolRule]] = {e: [] for e in ids}
+    where, params = ids_clause("env_id", ids)
+    if where is None or not column_exists(warehouse, "tool_rules", "enforcement"):  # before sql/086: no rules to read
+        return out
+    for r in read_records(warehouse, ToolRule, where, params, order_by="rule_id"):
+        out[r.env_id].append(r)
     return out
 
 
@@ -113,6 +125,14 @@ def tasks_by_id(warehouse: str | None, task_ids: Iterable[str]) -> dict[str, Tas
     if where is None:
         return {}
     return {t.task_id: t for t in read_records(warehouse, Task, where, params)}
+
+
+def task_dags(warehouse: str | None, dag_ids: Iterable[str]) -> dict[str, TaskDag]:
+    """DAG id -> task DAG for those of ``dag_ids`` the warehouse holds."""
+    where, params = ids_clause("dag_id", dag_ids)
+    if where is None:
+        return {}
+    return {d.dag_id: d for d in read_records(warehouse, TaskDag, where, params)}
 
 
 def verified_task_ids(warehouse: str | None, env_id: str, limit: int) -> list[str]:
