@@ -75,3 +75,17 @@ def pytest_sessionfinish(session, exitstatus):
     if left:
         print("\n\nthe tests left files in the work tree (write them under tmp_path):\n  " + "\n  ".join(left[:20]))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(scope="session")
+def three_env_corpus(tmp_path_factory) -> str:
+    """One factory run, shared read-only by the bundle and trainer-export tests: effects_calculator (answer
+    tasks), library (state writes, boundary tasks, runtime guards, a judged rule) and hr (state writes)."""
+    from autoforge.pipeline import run_factory
+
+    root = Path(__file__).resolve().parents[1]
+    paths = [root / "tests" / "fixtures" / "realstyle" / "effects_calculator.json",
+             root / "autoforge" / "data" / "tooldocs" / "library", root / "autoforge" / "data" / "tooldocs" / "hr"]
+    path = str(tmp_path_factory.mktemp("three_env") / "wh.duckdb")
+    run_factory(warehouse=path, bundled=False, paths=[str(p) for p in paths], tasks_per_env=8, seed=0)
+    return path

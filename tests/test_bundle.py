@@ -25,18 +25,12 @@ from autoforge.rollout.users import ErrorRates
 from autoforge.types import ToolCall
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLSETS = [ROOT / "tests" / "fixtures" / "realstyle" / "effects_calculator.json",
-            ROOT / "autoforge" / "data" / "tooldocs" / "library", ROOT / "autoforge" / "data" / "tooldocs" / "hr"]
 DONE = "All done: I have completed everything you asked for."
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory) -> str:
-    from autoforge.pipeline import run_factory
-
-    path = str(tmp_path_factory.mktemp("bundle") / "wh.duckdb")
-    run_factory(warehouse=path, bundled=False, paths=[str(p) for p in TOOLSETS], tasks_per_env=8, seed=0)
-    return path
+def wh(three_env_corpus) -> str:
+    return three_env_corpus  # conftest: effects_calculator (answers), library (writes, rules), hr (writes)
 
 
 # --------------------------------------------------------------------------- trajectories

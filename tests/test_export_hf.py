@@ -16,12 +16,13 @@ import pytest
 import yaml
 
 from autoforge.cli import main
+from autoforge.integrations.episode import USER_TOOL_SYSTEM_PROMPT
 from autoforge.types import canonical_json, state_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLSETS = [ROOT / "tests" / "fixtures" / "realstyle" / "effects_calculator.json",
             ROOT / "autoforge" / "data" / "tooldocs" / "library"]
-CONTRACT = ["data_source", "prompt", "ability", "reward_model", "extra_info"]
+CONTRACT = ["data_source", "prompt", "ability", "agent_name", "reward_model", "extra_info"]  # verl's rows
 
 
 @pytest.fixture(scope="module")
@@ -198,12 +199,17 @@ def test_verl_parquet_contract_read_back_with_pyarrow(wh, tmp_path, capsys):
             t = tasks[x["task_id"]]
             assert x["split"] == split == t.split and r["data_source"] == f"autoforge/{x['env_name']}"
             assert r["ability"] == "tool_use" and r["reward_model"]["style"] == "rule"
+            assert r["agent_name"] == "tool_agent" and x["need_tools_kwargs"] is True
+            assert {n: k for n, k in x["tools_kwargs"].items() if k} == {
+                n: {"create_kwargs": {"task_id": t.task_id, "bundle": str(out / "bundle")}} for n in x["tool_selection"]}
+            assert "talk_to_user" in x["tool_selection"]
             truth = r["reward_model"]["ground_truth"]
             if t.kind in ("answer", "boundary"):  # a boundary task states why too (issue 33)
                 assert json.loads(truth) == t.gold_answer.model_dump() == json.loads(x["gold_answer"])
             else:
                 assert truth == t.gold_state_hash == x["gold_state_hash"]
-            assert r["prompt"] == hf_prompts[t.task_id]
+            assert r["prompt"][1] == hf_prompts[t.task_id][1]  # the user's opening; the system text names talk_to_user
+            assert r["prompt"][0]["content"] == USER_TOOL_SYSTEM_PROMPT
             assert json.loads(x["initial_state"]) == t.initial_state and json.loads(x["user_facts"]) == t.user_facts
             assert {f["function"]["name"] for f in json.loads(x["tools"])} >= {c.name for c in t.gold_calls}
     card = (out / "README.md").read_text()
@@ -293,17 +299,16 @@ def test_export_folder_rules(wh, tmp_path, capsys, monkeypatch):
 
 
 def test_an_empty_corpus_exports_loadable_empty_splits(warehouse, tmp_path):
-    """No task yet: both formats still write every split with its schema (datasets cannot load a split
-    saved without a shard, so an empty one gets one)."""
-    import pyarrow.parquet as pq
+    """No task yet: hf still writes every split with its schema (datasets cannot load a split saved without a
+    shard, so an empty one gets one); verl refuses (no environment to play)."""
     from datasets import load_from_disk
 
     assert _export(warehouse, "v_curated_tasks", "hf", tmp_path / "hf") == 0
     ds = load_from_disk(str(tmp_path / "hf"))
     assert {s: ds[s].num_rows for s in ds} == {"train": 0, "test": 0}
     assert "prompt" in ds["test"].features and str(ds["test"].features["n_tool_calls"].dtype) == "int64"
-    assert _export(warehouse, "v_curated_tasks", "verl", tmp_path / "verl") == 0
-    assert pq.read_table(tmp_path / "verl" / "test.parquet").column_names == CONTRACT
+    assert _export(warehouse, "v_curated_tasks", "verl", tmp_path / "verl") == 2  # no task: no environment to play
+    assert not (tmp_path / "verl").exists()
     assert _export(warehouse, "runs", "hf", tmp_path / "runs") == 0
     runs = load_from_disk(str(tmp_path / "runs"))["train"]
     assert runs.num_rows == 0 and str(runs.features["started_at"].dtype).startswith("timestamp")

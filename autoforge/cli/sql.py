@@ -35,12 +35,29 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from autoforge.errors import ConfigError
+
+    if args.bundle is not None and args.format != "verl":
+        raise ConfigError(f"--bundle is read by --format verl only, not --format {args.format}")
+    if args.bundle is not None and args.relation is not None:
+        raise ConfigError(f"--bundle exports the bundle's own tasks; drop {args.relation!r} (or drop --bundle to "
+                          "export the relation from the warehouse)")
+    if args.relation is None and args.bundle is None:
+        raise ConfigError("name the table or view to export (e.g. v_curated_tasks), or, with --format verl, pass "
+                          "--bundle DIR")
     if args.format in FOLDER_FORMATS:
         require_extra("hf", f"autoforge export --format {args.format}")
-        from autoforge.integrations.hf import export_hf
-        from autoforge.integrations.verl import export_verl
+        if args.format == "verl":
+            from autoforge.integrations.verl import export_verl
 
-        res = (export_hf if args.format == "hf" else export_verl)(wh(args), args.relation, args.out)
+            res = export_verl(wh(args), args.relation, args.out, bundle=args.bundle)
+            parts = ", ".join(f"{s} {n}" for s, n in res.splits.items())
+            print(f"wrote {sum(res.splits.values())} tasks of {res.relation} to {res.out}/ (verl: {parts}; tools.yaml, "
+                  f"reward.py, bundle/; settings: {res.out}/README.md)")
+            return 0
+        from autoforge.integrations.hf import export_hf
+
+        res = export_hf(wh(args), args.relation, args.out)
         parts = ", ".join(f"{s} {n}" for s, n in res.splits.items())
         print(f"wrote {sum(res.splits.values())} rows of {args.relation} to {res.out}/ ({args.format}: {parts}; "
               f"card: {res.out}/README.md)")
@@ -68,7 +85,7 @@ HELP = {
     "init": "create or upgrade the warehouse schema (idempotent)",
     "sql": "run a read-only SQL query and print the result",
     "export": ("write a table or view to parquet, jsonl or csv, or a folder for other trainers (hf: a Hugging Face "
-               "DatasetDict; verl: verl's RL parquet)"),
+               "DatasetDict; verl: tools, rows and reward verl trains with)"),
     "bundle": ("write tasks and their environments (tool code, schemas, rules, states, gold outcomes) to one folder "
                "that plays with no warehouse"),
 }
@@ -91,15 +108,23 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                               "(every column, the warehouse and batches it came from). hf takes any table or view "
                               "(tasks relations such as v_curated_tasks become one row per task with the prompt as "
                               "chat messages, OpenAI tool schemas, states and gold outcome); verl takes tasks "
-                              "relations. The folder is written beside --out first and replaces it only when "
-                              "complete; an existing --out must be empty or a previous export of the same format. "
+                              "relations, writes an environment bundle (bundle/, or copies --bundle DIR) and what "
+                              "verl's multi-turn tool agent reads: tools.yaml (one generic BaseTool class per tool, "
+                              "talk_to_user for the simulated user), train/test.parquet rows (tools_kwargs, "
+                              "tool_selection, ground truth) and reward.py (compute_score replays the response's "
+                              "tool calls in the bundle); README.md gives the verl settings. The folder is written "
+                              "beside --out first and replaces it only when complete; an existing --out must be "
+                              "empty or a previous export of the same format. "
                               'hf and verl need the hf extra: pip install -e ".[hf]" (a checkout) or '
                               'pip install "autoforge[hf]".')
-    s.add_argument("relation", metavar="TABLE_OR_VIEW")
+    s.add_argument("relation", metavar="TABLE_OR_VIEW", nargs="?", default=None,
+                   help="the table or view (verl: a tasks relation such as v_curated_tasks; not needed with --bundle)")
     s.add_argument("--format", choices=[*FORMATS, *FOLDER_FORMATS], required=True,
-                   help="parquet | jsonl | csv: one file; hf: datasets.load_from_disk folder; verl: train.parquet + "
-                        "test.parquet")
+                   help="parquet | jsonl | csv: one file; hf: a datasets.load_from_disk folder; verl: tools.yaml, "
+                        "train/test.parquet, reward.py and the bundle, for verl's ToolAgentLoop")
     s.add_argument("--out", required=True, metavar="PATH", help="the file (parquet, jsonl, csv) or folder (hf, verl)")
+    s.add_argument("--bundle", default=None, metavar="DIR",
+                   help="verl: export this environment bundle (autoforge bundle) instead of reading the warehouse")
     s = sub.add_parser(
         "bundle", parents=[common], help=HELP["bundle"],
         description="Write the tasks of a tasks relation and everything an episode of them needs into one folder: "

@@ -1,6 +1,7 @@
 """Use the corpus and the environments outside AutoForge (issue 17): the environment bundle, played with no
 warehouse (:mod:`~autoforge.integrations.bundle`, issue 35), Hugging Face datasets
-(:mod:`~autoforge.integrations.hf`), verl's RL parquet (:mod:`~autoforge.integrations.verl`), the
+(:mod:`~autoforge.integrations.hf`), verl's tools, rows and reward (:mod:`~autoforge.integrations.verl`; what a
+verl process runs: :mod:`~autoforge.integrations.verl_tool` and :mod:`~autoforge.integrations.verl_runtime`), the
 task rows both are built from (:mod:`~autoforge.integrations.rows`), TRL's ``GRPOTrainer`` over
 the environments with ERPO's advantage (:mod:`~autoforge.integrations.trl`) and an MCP server of
 one environment (:mod:`~autoforge.integrations.mcp`).

@@ -30,6 +30,8 @@ engine use (:class:`autoforge.envs.runtime.Environment`, its rule engine include
         ep.call("find_user", {"email": "a@b.c"})   # the observation text the agent sees
         ep.talk_to_user("Shall I go ahead?")   # the offline simulated user's reply
         ep.reward()                            # 1.0 / 0.0 as the episode engine scores it (None: unscorable)
+    bundle.replay(task_id, transcript)         # a finished trajectory (verl's response text, chat messages,
+                                               # calls) played again: the reward the live episode gave it
 
 A reward is the episode engine's own (:func:`autoforge.rollout.reward.score`: the final state's
 hash equals S*, and answer / boundary tasks also need the final message to state the gold answer;
@@ -56,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from autoforge.errors import ConfigError
 from autoforge.integrations.episode import (USER_TOOL, USER_TOOL_SCHEMA, USER_TOOL_SYSTEM_PROMPT, Episode,
-                                            LiveEpisode, Prompt)
+                                            LiveEpisode, Prompt, Transcript, parse_transcript)
 from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT
 from autoforge.tasks.kinds import task_kind
 from autoforge.tasks.rules import runtime_guards
@@ -64,7 +66,7 @@ from autoforge.types import EnvironmentRecord, Task, TaskDag, ToolCode, ToolRule
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "USER_TOOL", "USER_TOOL_SCHEMA", "USER_TOOL_SYSTEM_PROMPT", "Bundle",
            "BundleEnv", "BundleError", "BundleManifest", "BundleResult", "Episode", "LiveEpisode", "Prompt",
-           "RulesEntry", "TaskEntry", "write_bundle"]
+           "RulesEntry", "TaskEntry", "Transcript", "parse_transcript", "write_bundle"]
 
 FORMAT = "autoforge-bundle"  # manifest.json's "format" (integrations/outdir.py knows it as a bundle folder)
 FORMAT_VERSION = 1  # a bundle of a newer version is refused by this reader; additions that old readers ignore keep it
@@ -510,6 +512,18 @@ class Bundle:
     def episode(self, task_id: str, **options: Any) -> Episode:
         """A live :class:`Episode` of one task (``options``: :class:`Episode`'s)."""
         return Episode(self, task_id, **options)
+
+    def replay(self, task_id: str, transcript: Any, *, final_message: str | None = None,
+               max_parallel_calls: int | None = None, tool_names: dict[str, str] | None = None,
+               **options: Any) -> float | None:
+        """The reward of a finished trajectory of ``task_id``, played again in a fresh episode (the reward the live
+        :class:`Episode` gave it: the offline user is deterministic). ``transcript``: verl's decoded response text
+        (Hermes ``<tool_call>`` blocks), OpenAI-style chat messages, or a list of calls
+        (:func:`autoforge.integrations.episode.parse_transcript`); ``options``: :class:`Episode`'s (the live
+        episode's: ``user_tool``, ``seed``, ...). None: it could not be scored (see :meth:`Episode.replay`)."""
+        with self.episode(task_id, **options) as ep:
+            return ep.replay(transcript, final_message=final_message, max_parallel_calls=max_parallel_calls,
+                             tool_names=tool_names)
 
     def eval_inputs(self, task_ids: list[str] | None = None) -> "EvalInputs":
         """``(tasks, dags by id, tool code by env, tool specs by env, judged rules by env)``: what

@@ -12,13 +12,21 @@ rules :mod:`autoforge.rollout.rule_judge` flags), None when the environment or t
 :class:`Episode` is one task of a :class:`autoforge.integrations.bundle.Bundle` on top of it: the
 prompt (system text, the tools, the user's first message), the user as a ``talk_to_user`` tool, and
 ``reward()``. It is also importable from :mod:`autoforge.integrations.bundle`.
+
+:func:`parse_transcript` reads a finished trajectory in the forms trainers hand a reward function (the
+decoded response text of verl's ``ToolAgentLoop`` with Hermes ``<tool_call>`` blocks, OpenAI-style chat
+messages with ``tool_calls``, or a plain list of calls), and :meth:`Episode.replay` plays it again in a fresh
+copy of the initial state: with the offline user (deterministic) the reward equals the one the live episode
+gave.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from typing import Any
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,7 +40,7 @@ from autoforge.tasks.rules import JUDGED_OPS
 from autoforge.types import Message, Task, ToolCall, ToolCode
 
 __all__ = ["MAX_OBSERVATION_CHARS", "USER_TOOL", "USER_TOOL_SCHEMA", "USER_TOOL_SYSTEM_PROMPT", "Episode",
-           "LiveEpisode", "Prompt"]
+           "LiveEpisode", "Prompt", "Transcript", "parse_transcript"]
 
 MAX_OBSERVATION_CHARS = 8_000  # longer tool outputs are cut (the episode engine's EpisodeConfig default)
 
@@ -168,6 +176,143 @@ class LiveEpisode:
             self.env.close()
 
 
+# --------------------------------------------------------------------------- finished transcripts
+
+
+@dataclass
+class Transcript:
+    """A finished trajectory as the agent acted: ``steps`` in order, each an assistant turn's tool calls
+    (a list of ``(name, arguments)``) or a message it said to the user in plain text (a str: the engine's way of
+    reaching the user, without the ``talk_to_user`` tool); ``final``: its last message written without a tool call
+    (None: it ended on tool calls, or said nothing)."""
+
+    steps: list[list[tuple[str, Any]] | str] = field(default_factory=list)
+    final: str | None = None
+
+    @property
+    def calls(self) -> list[tuple[str, Any]]:
+        """Every tool call, in order."""
+        return [c for s in self.steps if not isinstance(s, str) for c in s]
+
+
+# verl's Hermes parser (verl.experimental.agent_loop.tool_parser.HermesToolParser): every
+# <tool_call>...</tool_call> span whose body is JSON with "name" and "arguments"; others are dropped.
+_VERL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_TOOL_RESPONSE = re.compile(r"<tool_response>.*?(?:</tool_response>|$)", re.DOTALL)
+_SPECIAL_TOKEN = re.compile(r"<\|[^|<>\s]{1,40}\|>")  # <|im_start|>, <|im_end|>, <|eot_id|>, ...
+_ASSISTANT_MARK = re.compile(r"^[ \t]*assistant[ \t]*$", re.MULTILINE)  # a new assistant turn's role line
+
+
+def _arguments(raw: Any) -> Any:
+    """Tool-call arguments as a JSON value (a JSON string is decoded; text that is not JSON stays a str)."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return raw
+    return {} if raw is None else raw
+
+
+def _hermes_calls(text: str) -> list[tuple[str, Any]]:
+    """The calls verl's Hermes parser reads from one assistant turn's text."""
+    out = []
+    for body in _VERL_CALL.findall(text):
+        try:
+            obj = json.loads(body)
+            name, args = obj["name"], obj["arguments"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(name, str):
+            out.append((name, args))
+    return out
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, list):  # OpenAI content parts
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return "" if content is None else str(content)
+
+
+def _parse_text(text: str) -> Transcript:
+    """A decoded response: the assistant turns of verl's ``ToolAgentLoop`` and the tool results between them,
+    as its reward manager decodes them (special tokens skipped or not). A turn starts at a role line
+    ``assistant`` (the chat template's marker, whose special tokens were skipped); the first turn has none."""
+    text = _SPECIAL_TOKEN.sub("\n", text)
+    turns = _ASSISTANT_MARK.split(text)
+    steps: list[list[tuple[str, Any]] | str] = []
+    final = None
+    for i, turn in enumerate(turns):
+        calls = _hermes_calls(_TOOL_RESPONSE.sub("", turn))
+        if calls:
+            steps.append(calls)
+        elif i == len(turns) - 1:
+            final = turn.strip() or None
+    return Transcript(steps=steps, final=final)
+
+
+def _call_of(item: Any) -> tuple[str, Any]:
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return str(item[0]), _arguments(item[1])
+    if isinstance(item, dict):
+        fn = item.get("function") if isinstance(item.get("function"), dict) else item
+        if "name" not in fn:
+            raise ConfigError(f"a tool call needs a name: {json.dumps(item, default=str)[:200]}")
+        return str(fn["name"]), _arguments(fn.get("arguments"))
+    if hasattr(item, "name") and hasattr(item, "arguments"):  # autoforge.types.ToolCall, OpenAI SDK objects
+        fn = getattr(item, "function", None) or item
+        return str(fn.name), _arguments(fn.arguments)
+    fn = getattr(item, "function", None)
+    if fn is not None:
+        return str(fn.name), _arguments(fn.arguments)
+    raise ConfigError(f"not a tool call: {item!r:.200}; pass (name, arguments), {{'name', 'arguments'}} or "
+                      "OpenAI-style {'function': {'name', 'arguments'}}")
+
+
+def _role(item: Any) -> str | None:
+    role = item.get("role") if isinstance(item, dict) else getattr(item, "role", None)
+    return role if isinstance(role, str) else None
+
+
+def parse_transcript(transcript: "str | Transcript | Iterable[Any]") -> Transcript:
+    """A finished trajectory in any of the forms trainers hand a reward function, as a :class:`Transcript`:
+
+    * a **str**: the decoded response of verl's ``ToolAgentLoop`` (its reward function's ``solution_str``):
+      Hermes ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks read as verl's Hermes parser
+      reads them, the turns split at the chat template's ``assistant`` role lines, tool results (``<tool_response>``
+      blocks or ``tool`` turns) skipped; the last turn without a call is the final message;
+    * **chat messages** (dicts or objects with ``role``): OpenAI-style assistant ``tool_calls`` (``function.name``,
+      ``function.arguments`` as a JSON string or an object), or Hermes blocks inside an assistant's ``content``;
+      system, user and tool messages are skipped (the replay asks the user and the tools again); an assistant
+      message without a call is said to the user, the last one is the final message;
+    * **calls**: ``(name, arguments)`` pairs, ``{"name", "arguments"}`` dicts, OpenAI ``{"function": {...}}``
+      dicts or :class:`autoforge.types.ToolCall` records, one turn each.
+    """
+    if isinstance(transcript, Transcript):
+        return transcript
+    if isinstance(transcript, str):
+        return _parse_text(transcript)
+    items = list(transcript)
+    if not any(_role(i) for i in items):
+        return Transcript(steps=[[_call_of(i)] for i in items])
+    steps: list[list[tuple[str, Any]] | str] = []
+    said: list[int] = []  # indexes in steps of the assistant's plain messages
+    for item in items:
+        if _role(item) != "assistant":
+            continue
+        get = item.get if isinstance(item, dict) else (lambda k, i=item: getattr(i, k, None))
+        raw_calls, content = get("tool_calls"), _text_of(get("content"))
+        calls = [_call_of(c) for c in raw_calls] if raw_calls else _hermes_calls(content)
+        if calls:
+            steps.append(calls)
+        elif content.strip():
+            said.append(len(steps))
+            steps.append(content)
+    final = None
+    if said and said[-1] == len(steps) - 1:  # the last assistant message, without a call: the final word
+        final = steps.pop()
+    return Transcript(steps=steps, final=final)
+
+
 class Episode:
     """One task of a :class:`autoforge.integrations.bundle.Bundle`, played a step at a time (see the module docstring).
 
@@ -260,6 +405,34 @@ class Episode:
         reward, info, _ = self._live.score(final_message)
         self.reward_info = {**info, "reward": reward, "task_id": self.task.task_id}
         return reward
+
+    def replay(self, transcript: "str | Transcript | Iterable[Any]", *, final_message: str | None = None,
+               max_parallel_calls: int | None = None, tool_names: dict[str, str] | None = None) -> float | None:
+        """Play a finished trajectory again from a fresh copy of the initial state and score it: the reward the
+        live episode gave it (the offline user answers the same messages the same way).
+
+        ``transcript``: anything :func:`parse_transcript` reads (verl's decoded response text, chat messages,
+        calls). Its tool calls run in order (only calls to this episode's tools with an object of arguments, as
+        verl runs them; ``talk_to_user`` reaches the user), its plain messages mid-way are said to the user, and
+        its last message without a call is the final word (``final_message`` overrides it).
+        ``max_parallel_calls``: run at most this many calls of one turn (verl's
+        ``multi_turn.max_parallel_calls``, default 1 there; None: all). ``tool_names``: the names the agent
+        was given -> this episode's tool names (a trainer that renamed tools); calls to other names are skipped
+        (None: the episode's own names). :attr:`reward_info` holds the components."""
+        parsed = parse_transcript(transcript)
+        if max_parallel_calls is not None and max_parallel_calls < 1:
+            raise ConfigError(f"max_parallel_calls must be >= 1 (or None), got {max_parallel_calls}")
+        names = {s.get("function", s).get("name") for s in self.tools}
+        given = tool_names if tool_names is not None else {n: n for n in names}
+        self.reset()
+        for step in parsed.steps:
+            if isinstance(step, str):
+                self.talk_to_user(step)
+                continue
+            for name, args in step[:max_parallel_calls]:
+                if given.get(name) in names and isinstance(args, dict):
+                    self.call(given[name], args)
+        return self.reward(final_message if final_message is not None else parsed.final)
 
     def close(self) -> None:
         """Hand the sandbox worker back (the episode cannot be played after)."""
