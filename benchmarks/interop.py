@@ -28,6 +28,15 @@ calls with verl's Hermes parser and runs them through the tools' ``create`` / ``
 do-nothing trajectory (the final message only); ``verl.trainer.ppo.reward.load_reward_manager`` loads ``reward.py`` as
 ``custom_reward_function`` into the ``naive`` reward manager, whose ``run_single`` decodes the response and calls
 ``compute_score``. The live episode's ``calc_reward`` must equal it: gold 1.0, do-nothing 0.0 on every task.
+
+**Harbor** (``harbor==0.25.0``, a Python 3.12 venv: ``PYENV_VERSION=3.12.1 python3.12 -m venv``; 74 s, 427 MB;
+AutoForge's runtime is not installed there): ``autoforge export --format harbor`` writes one task folder per task;
+``harbor lint --json`` over every folder must report nothing (Harbor's default rules) and
+``harbor.models.task.task.Task`` must load each. Then, without Docker, each picked task (``--harbor-tasks-per-env``,
+default 2 per environment, one of each kind first) runs in a temp copy of its folder with this interpreter as
+``$AUTOFORGE_PYTHON`` and the folder's own ``environment/`` (its copy of AutoForge's code and the bundle) on
+``PYTHONPATH``: ``solution/solve.sh`` then ``tests/test.sh`` must write 1.0 to the reward file, ``tests/test.sh``
+alone 0.0.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,7 +60,10 @@ TOKENIZER = ROOT / "autoforge" / "data" / "base_policy"
 # google-re2 and openai (autoforge.llm is imported on the way to the task DAG code).
 RUNTIME_DEPS = ["pydantic>=2.7,<3", "networkx>=3.2,<4", "jsonschema>=4.20", "pyyaml>=6", "orjson>=3.9",
                 "regex>=2023.0", "google-re2>=1.1", "openai>=1.40"]
-LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]}}
+LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]},
+             # Harbor needs Python >= 3.12; it only reads the folders (lint, Task): no AutoForge runtime in its venv
+             "harbor": {"version": "0.25.0", "install": ["harbor==0.25.0"], "python": ["python3.12"],
+                        "env": {"PYENV_VERSION": "3.12.1"}, "runtime": False}}
 DONE = "All done: I have completed everything you asked for."
 
 
@@ -69,15 +82,19 @@ def setup(library: str) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     venv = venv_of(library)
+    spec = LIBRARIES[library]
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pins = list(LIBRARIES[library]["install"])
-    try:
-        pins.append(f"torch=={version('torch')}")  # this interpreter's build (a CPU wheel stays one)
-    except PackageNotFoundError:
-        pass
+    subprocess.run(spec.get("python", [sys.executable]) + ["-m", "venv", str(venv)], check=True,
+                   env={**os.environ, **spec.get("env", {})})
+    pins = list(spec["install"])
+    if spec.get("runtime", True):
+        try:
+            pins.append(f"torch=={version('torch')}")  # this interpreter's build (a CPU wheel stays one)
+        except PackageNotFoundError:
+            pass
+        pins += RUNTIME_DEPS
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run(pip + pins + RUNTIME_DEPS, check=True)
+    subprocess.run(pip + pins, check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], check=True)
     size = sum(p.stat().st_size for p in venv.rglob("*") if p.is_file() and not p.is_symlink())
     return {"library": library, "install_s": round(time.perf_counter() - t0, 1), "size_mb": round(size / 2 ** 20)}
@@ -101,28 +118,11 @@ def oracle_scripts(bundle_dir: Path) -> dict[str, dict]:
     episode engine from the bundle, each of its actions one generated turn (a tool call, or a message to the user
     through talk_to_user; the environment's tool names: the verl check renders them with the names the row's
     agent was given), then its last message as the final one; and the engine's reward for it."""
-    from autoforge.integrations.bundle import USER_TOOL, Bundle
-    from autoforge.rollout.agents import OracleAgent
-    from autoforge.rollout.batch import play_episodes
-    from autoforge.rollout.evaluate import make_user_factory
+    from autoforge.integrations.bundle import Bundle
+    from autoforge.integrations.harbor import gold_trajectories
 
-    tasks, dags, tools, specs, judged = Bundle.load(bundle_dir).eval_inputs()
-    user_factory, user_name = make_user_factory("offline")
-    episodes = play_episodes(tasks, dags, tools, agent_factory=OracleAgent, user_factory=user_factory,
-                             agent_name="oracle", user_name=user_name, specs_by_env=specs, rules_by_env=judged,
-                             concurrency=2).episodes
-    out = {}
-    for e in episodes:
-        actions, said = [], []
-        for m in e.messages:
-            if m.role != "assistant":
-                continue
-            actions += [(c.name, c.arguments) for c in m.tool_calls or ()]
-            if (m.content or "").strip() and not m.tool_calls:
-                actions.append((USER_TOOL, {"message": m.content}))
-                said.append(m.content)
-        out[e.task_id] = {"actions": actions, "final": said[-1] if said else DONE, "engine_reward": e.reward}
-    return out
+    return {tid: {"actions": g["actions"], "final": g["final"], "engine_reward": g["reward"]}
+            for tid, g in gold_trajectories(Bundle.load(bundle_dir)).items()}
 
 
 def child_env(tmp: Path) -> dict[str, str]:
@@ -151,6 +151,98 @@ def run_verl(warehouse: str, relation: str, tmp: Path, keep: Path | None = None)
         raise RuntimeError(f"the verl check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
                            f"{proc.stderr[-6000:]}")
     return json.loads(lines[-1])["verl_check"]
+
+
+def _pick(tasks: list[tuple[str, str, str]], per_env: int | None) -> list[str]:
+    """Task ids to play, ``per_env`` per environment (None: all), each environment's kinds first."""
+    if per_env is None:
+        return [t for t, _, _ in tasks]
+    out: list[str] = []
+    for env in sorted({e for _, e, _ in tasks}):
+        mine = [(t, k) for t, e, k in tasks if e == env]
+        first = list({k: t for t, k in reversed(mine)}.values())  # one task of each kind
+        out += (first + [t for t, _ in mine if t not in first])[:per_env]
+    return out
+
+
+def play_harbor_task(folder: Path, work: Path, *, gold: bool) -> float:
+    """A Harbor task run without Docker: the folder copied to ``work``; ``solution/solve.sh`` (gold) then
+    ``tests/test.sh``, with this interpreter as ``$AUTOFORGE_PYTHON`` and the task's own ``environment/`` (its
+    copy of AutoForge's code and of the bundle) where the image would put them; the reward file test.sh wrote."""
+    shutil.copytree(folder, work)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(AUTOFORGE_PYTHON=sys.executable, PYTHONPATH=str(work / "environment"),
+               AUTOFORGE_BUNDLE=str(work / "environment" / "bundle"),
+               AUTOFORGE_HARBOR_STATE=str(work / "logs" / "artifacts" / "autoforge-episode.json"),
+               AUTOFORGE_REWARD_FILE=str(work / "logs" / "verifier" / "reward.txt"))
+    scripts = (["solution/solve.sh"] if gold else []) + ["tests/test.sh"]
+    for script in scripts:
+        proc = subprocess.run(["bash", script], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{folder.name}: {script} failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                               f"{proc.stderr[-3000:]}")
+    return float((work / "logs" / "verifier" / "reward.txt").read_text().strip())
+
+
+def run_harbor(warehouse: str, relation: str, tmp: Path, keep: Path | None = None,
+               per_env: int | None = 2) -> dict:
+    """Export ``relation`` as Harbor tasks; Harbor's own code checks every folder (``harbor lint`` and
+    ``Task(dir)``, in Harbor's venv); then, without Docker, the gold and do-nothing runs of ``per_env`` tasks per
+    environment (None: all) with :func:`play_harbor_task`: gold 1.0, do-nothing 0.0."""
+    from autoforge.integrations.harbor import export_harbor
+
+    py = venv_python("harbor")
+    if py is None:
+        return {"library": "harbor",
+                "skipped": f"no venv at {venv_of('harbor')} (python benchmarks/interop.py --setup)"}
+    out = keep or tmp / "harbor_export"
+    export_harbor(warehouse, relation, str(out))
+    dirs = sorted(p for p in out.iterdir() if (p / "task.toml").is_file())
+    lint = subprocess.run([str(py.parent / "harbor"), "lint", "--json", *map(str, dirs)], capture_output=True,
+                          text=True, env=child_env(tmp), timeout=600)
+    proc = subprocess.run([str(py), __file__, "--inside-harbor", str(out)], capture_output=True, text=True,
+                          env=child_env(tmp), timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{\"harbor_check\"")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the Harbor check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                           f"{proc.stderr[-6000:]}")
+    loaded = json.loads(lines[-1])["harbor_check"]
+    bad: list = []
+    try:
+        findings = json.loads(lint.stdout)
+    except ValueError:
+        findings = [f"harbor lint exit {lint.returncode}: {lint.stdout[-1000:]} {lint.stderr[-2000:]}"]
+    bad += [("lint", f) for f in findings]
+    if lint.returncode != 0 and not findings:
+        bad.append(("lint exit", lint.returncode))
+    meta = {t["dir"]: t for t in loaded["tasks"]}
+    picked = _pick([(d, meta[d]["env"], meta[d]["kind"]) for d in sorted(meta)], per_env)
+    gold, noop = [], []
+    for i, d in enumerate(picked):
+        gold.append((d, play_harbor_task(out / d, tmp / "harbor_runs" / f"gold-{i}", gold=True)))
+        noop.append((d, play_harbor_task(out / d, tmp / "harbor_runs" / f"noop-{i}", gold=False)))
+    bad += [g for g in gold if g[1] != 1.0] + [n for n in noop if n[1] != 0.0]
+    envs = sorted({meta[d]["env"] for d in picked})
+    return {"library": "harbor", "version": loaded["version"], "tasks": len(picked), "envs": len(envs),
+            "env_names": envs, "kinds": sorted({meta[d]["kind"] for d in picked}), "exported": len(dirs),
+            "loaded": len(meta), "lint_findings": len(findings),
+            "gold": min(g[1] for g in gold) if not bad else [g[1] for g in gold],
+            "noop": max(n[1] for n in noop) if not bad else [n[1] for n in noop], "bad": bad}
+
+
+def harbor_check(folder: str) -> dict:
+    """Harbor's own loader over every task folder of an export (runs in Harbor's venv)."""
+    from importlib.metadata import version
+
+    from harbor.models.task.task import Task
+
+    tasks = []
+    for d in sorted(p for p in Path(folder).iterdir() if (p / "task.toml").is_file()):
+        t = Task(d)
+        md = t.config.metadata
+        tasks.append({"dir": d.name, "task_id": md["autoforge_task_id"], "env": md["autoforge_env"],
+                      "kind": md["autoforge_kind"], "instruction_chars": len(t.instruction)})
+    return {"version": version("harbor"), "tasks": tasks}
 
 
 # --------------------------------------------------------------------------- inside verl's venv
@@ -303,11 +395,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warehouse", default=None, help="export this warehouse's tasks (default: a 3-environment "
                                                       "corpus made here)")
     ap.add_argument("--relation", default="v_curated_tasks", help="the tasks relation to export")
-    ap.add_argument("--keep", type=Path, default=None, help="write the verl export here (kept) instead of a temp dir")
+    ap.add_argument("--keep", type=Path, default=None, help="write the export here (kept) instead of a temp dir "
+                                                          "(KEEP/<library> when several libraries run)")
     ap.add_argument("--json", action="store_true", help="print each result as JSON too")
     ap.add_argument("--inside-verl", metavar="DIR", help=argparse.SUPPRESS)  # the check, in verl's venv
     ap.add_argument("--scripts", metavar="JSON", help=argparse.SUPPRESS)  # its gold trajectories
+    ap.add_argument("--inside-harbor", metavar="DIR", help=argparse.SUPPRESS)  # Harbor's loader, in its venv
+    ap.add_argument("--harbor-tasks-per-env", default="2",
+                    help="harbor: play gold and do-nothing runs of this many tasks per environment, or all "
+                         "(default 2; every folder is linted and loaded)")
     args = ap.parse_args(argv)
+    if args.inside_harbor:
+        print(json.dumps({"harbor_check": harbor_check(args.inside_harbor)}))
+        return 0
     if args.inside_verl:
         print(json.dumps({"verl_check": verl_check(args.inside_verl, json.loads(Path(args.scripts).read_text()))}))
         return 0
@@ -321,7 +421,12 @@ def main(argv: list[str] | None = None) -> int:
         warehouse = args.warehouse or build_warehouse(tmp)
         for lib in libraries:
             t0 = time.perf_counter()
-            res = {"verl": run_verl}[lib](warehouse, args.relation, tmp, args.keep)
+            keep = args.keep / lib if args.keep and len(libraries) > 1 else args.keep
+            if lib == "harbor":
+                per_env = None if args.harbor_tasks_per_env == "all" else int(args.harbor_tasks_per_env)
+                res = run_harbor(warehouse, args.relation, tmp, keep, per_env=per_env)
+            else:
+                res = {"verl": run_verl}[lib](warehouse, args.relation, tmp, keep)
             res["check_s"] = round(time.perf_counter() - t0, 1)
             print(line(res), flush=True)
             if args.json:

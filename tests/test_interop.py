@@ -35,3 +35,41 @@ def test_verl_runs_the_export_with_its_own_code():
     for py in (interop.venv_python("verl"), Path(sys.executable)):  # neither venv's pins leak into the other
         check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True, timeout=300)
         assert check.returncode == 0, (py, check.stdout, check.stderr)
+
+
+@pytest.mark.skipif(interop.venv_python("harbor") is None,
+                    reason=f"no Harbor venv at {interop.venv_of('harbor')} (python benchmarks/interop.py --setup)")
+def test_harbor_checks_the_export_with_its_own_code():
+    """``harbor lint`` clean and ``Task(dir)`` for every exported task folder (Harbor 0.25.0, Python 3.12 venv);
+    then, without Docker, solve.sh + test.sh write 1.0 and test.sh alone 0.0 on 2 tasks per environment."""
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interop.py"), "--only", "harbor", "--json"],
+                         capture_output=True, text=True, timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert re.fullmatch(r"harbor 0\.25\.0: gold 1\.0 noop 0\.0 \(\d+ tasks, 3 envs\)", lines[0]), lines
+    res = json.loads(lines[1])
+    assert not res["bad"] and res["lint_findings"] == 0 and res["loaded"] == res["exported"] >= 6
+    assert {"state", "answer"} <= set(res["kinds"])
+    check = subprocess.run([str(interop.venv_python("harbor")), "-m", "pip", "check"], capture_output=True, text=True,
+                           timeout=300)
+    assert check.returncode == 0, (check.stdout, check.stderr)
+
+
+def test_harbor_export_plays_without_harbor(three_env_corpus, tmp_path):
+    """The task folders alone (no Harbor installed): the layout, and one answer task played with its own
+    environment/ copy of AutoForge and the bundle: gold 1.0, do-nothing 0.0."""
+    from autoforge.integrations.harbor import export_harbor
+
+    out = tmp_path / "harbor"
+    export_harbor(three_env_corpus, "v_curated_tasks", str(out))
+    dirs = sorted(p for p in out.iterdir() if (p / "task.toml").is_file())
+    assert len(dirs) >= 6
+    for d in dirs:
+        for f in ("instruction.md", "environment/Dockerfile", "environment/requirements.txt",
+                  "environment/bundle/manifest.json", "environment/autoforge/integrations/harbor_cli.py",
+                  "tests/test.sh", "solution/solve.sh"):
+            assert (d / f).is_file(), (d, f)
+        assert "harbor_cli call" in (d / "instruction.md").read_text()
+    answer = next(d for d in dirs if 'autoforge_kind = "answer"' in (d / "task.toml").read_text())
+    assert interop.play_harbor_task(answer, tmp_path / "gold", gold=True) == 1.0
+    assert interop.play_harbor_task(answer, tmp_path / "noop", gold=False) == 0.0

@@ -9,7 +9,7 @@ from autoforge.cli.args import wh
 from autoforge.cli.failures import require_extra
 from autoforge.cli.output import print_rows
 
-FOLDER_FORMATS = ("hf", "verl")  # folders for other trainers: autoforge/integrations
+FOLDER_FORMATS = ("hf", "verl", "harbor")  # folders for other trainers: autoforge/integrations
 
 
 def cmd_init(args: argparse.Namespace) -> int:
@@ -37,14 +37,22 @@ def cmd_sql(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from autoforge.errors import ConfigError
 
-    if args.bundle is not None and args.format != "verl":
-        raise ConfigError(f"--bundle is read by --format verl only, not --format {args.format}")
+    if args.bundle is not None and args.format not in ("verl", "harbor"):
+        raise ConfigError(f"--bundle is read by --format verl only (and --format harbor), not --format {args.format}")
     if args.bundle is not None and args.relation is not None:
         raise ConfigError(f"--bundle exports the bundle's own tasks; drop {args.relation!r} (or drop --bundle to "
                           "export the relation from the warehouse)")
     if args.relation is None and args.bundle is None:
-        raise ConfigError("name the table or view to export (e.g. v_curated_tasks), or, with --format verl, pass "
-                          "--bundle DIR")
+        raise ConfigError("name the table or view to export (e.g. v_curated_tasks), or, with --format verl or harbor, "
+                          "pass --bundle DIR")
+    if args.format == "harbor":
+        from autoforge.integrations.harbor import export_harbor
+
+        res = export_harbor(wh(args), args.relation, args.out, bundle=args.bundle)
+        parts = ", ".join(f"{s} {n}" for s, n in res.splits.items())
+        print(f"wrote {sum(res.splits.values())} Harbor tasks of {res.relation} to {res.out}/ (harbor: {parts}; "
+              "each <task>/: task.toml, instruction.md, environment/, tests/test.sh, solution/solve.sh)")
+        return 0
     if args.format in FOLDER_FORMATS:
         require_extra("hf", f"autoforge export --format {args.format}")
         if args.format == "verl":
@@ -85,7 +93,7 @@ HELP = {
     "init": "create or upgrade the warehouse schema (idempotent)",
     "sql": "run a read-only SQL query and print the result",
     "export": ("write a table or view to parquet, jsonl or csv, or a folder for other trainers (hf: a Hugging Face "
-               "DatasetDict; verl: tools, rows and reward verl trains with)"),
+               "DatasetDict; verl: tools, rows and reward verl trains with; harbor: one Harbor task folder per task)"),
     "bundle": ("write tasks and their environments (tool code, schemas, rules, states, gold outcomes) to one folder "
                "that plays with no warehouse"),
 }
@@ -121,10 +129,13 @@ def add_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser
                    help="the table or view (verl: a tasks relation such as v_curated_tasks; not needed with --bundle)")
     s.add_argument("--format", choices=[*FORMATS, *FOLDER_FORMATS], required=True,
                    help="parquet | jsonl | csv: one file; hf: a datasets.load_from_disk folder; verl: tools.yaml, "
-                        "train/test.parquet, reward.py and the bundle, for verl's ToolAgentLoop")
-    s.add_argument("--out", required=True, metavar="PATH", help="the file (parquet, jsonl, csv) or folder (hf, verl)")
+                        "train/test.parquet, reward.py and the bundle, for verl's ToolAgentLoop; harbor: one folder "
+                        "per task (task.toml, instruction.md, environment/, tests/test.sh, solution/solve.sh)")
+    s.add_argument("--out", required=True, metavar="PATH",
+                   help="the file (parquet, jsonl, csv) or folder (hf, verl, harbor)")
     s.add_argument("--bundle", default=None, metavar="DIR",
-                   help="verl: export this environment bundle (autoforge bundle) instead of reading the warehouse")
+                   help="verl, harbor: export this environment bundle (autoforge bundle) instead of reading the "
+                        "warehouse")
     s = sub.add_parser(
         "bundle", parents=[common], help=HELP["bundle"],
         description="Write the tasks of a tasks relation and everything an episode of them needs into one folder: "

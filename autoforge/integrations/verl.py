@@ -306,6 +306,24 @@ def _bundle_provenance(bundle: Bundle) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the export
 
 
+def export_source(warehouse: str | None, relation: str | None, out: str, fmt: str, bundle: str | None,
+                  hint: str = " Or pass --bundle DIR") -> tuple[Path, Bundle | None]:
+    """``(the checked --out folder, the loaded --bundle or None)`` for a trainer export of ``fmt``: a
+    bundle may not live inside the folder the export replaces, and without one ``relation`` must be a
+    tasks relation of the warehouse."""
+    target = check_out_dir(warehouse, out, fmt)
+    if bundle is not None:
+        source = Bundle.load(bundle)
+        if Path(source.root) == target or target in Path(source.root).parents:
+            raise ConfigError(f"--bundle {source.root} is inside --out {target}, which the export replaces; copy the "
+                              "bundle elsewhere first")
+        return target, source
+    if relation is None or not is_task_relation(warehouse, relation):
+        raise WarehouseError(f"--format {fmt} needs a tasks relation (one row per task: columns task_id, env_id, "
+                             f"request), e.g. v_curated_tasks; {relation!r} is not one.{hint}")
+    return target, None
+
+
 def export_verl(warehouse: str | None, relation: str | None, out: str, *, bundle: str | None = None,
                 tool_schema: str = "full") -> ExportResult:
     """Write the verl folder (see the module docstring) of ``relation`` (a tasks relation of the warehouse), or,
@@ -317,17 +335,8 @@ def export_verl(warehouse: str | None, relation: str | None, out: str, *, bundle
 
     if tool_schema != "full":
         raise ConfigError("--format verl writes the tools as the bundle holds them (tool_schema full)")
-    target = check_out_dir(warehouse, out, "verl")
-    source = None
-    if bundle is not None:
-        source = Bundle.load(bundle)
-        if Path(source.root) == target or target in Path(source.root).parents:
-            raise ConfigError(f"--bundle {source.root} is inside --out {target}, which the export replaces; copy the "
-                              "bundle elsewhere first")
-    elif relation is None or not is_task_relation(warehouse, relation):
-        raise WarehouseError(f"--format verl needs a tasks relation (one row per task: columns task_id, env_id, "
-                             f"request), e.g. v_curated_tasks; {relation!r} is not one. Export it with --format hf "
-                             "or parquet instead, or pass --bundle DIR")
+    target, source = export_source(warehouse, relation, out, "verl", bundle,
+                                   hint=" Export it with --format hf or parquet instead, or pass --bundle DIR")
     final_bundle = str(target / BUNDLE_DIR)
     with staged_dir(target) as tmp:
         if source is not None:
