@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from autoforge.errors import ConfigError
 from autoforge.pipeline.evaluate import EvalParams, recorded_params, recorded_tools
@@ -14,25 +13,7 @@ from autoforge.rl.agent_card import AGENT_CARD, AgentCard, read_agent_card, writ
 from autoforge.rl.config import TrainConfig
 from autoforge.warehouse import query
 
-ENV = "hr"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="module")
-def wh(tmp_path_factory) -> str:
-    """One environment of the bundled corpus through the whole offline factory (~5 s)."""
-    from autoforge.pipeline import run_factory
-
-    path = str(tmp_path_factory.mktemp("wh") / "factory.duckdb")
-    run_factory(warehouse=path, env=ENV, tasks_per_env=60)
-    return path
+from test_rl_run import ENV, one_thread, wh  # noqa: F401  (the same one-environment factory and one torch thread)
 
 
 def _card(**kw) -> dict:
