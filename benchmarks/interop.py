@@ -42,6 +42,7 @@ alone 0.0.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -63,7 +64,11 @@ RUNTIME_DEPS = ["pydantic>=2.7,<3", "networkx>=3.2,<4", "jsonschema>=4.20", "pyy
 LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]},
              # Harbor needs Python >= 3.12; it only reads the folders (lint, Task): no AutoForge runtime in its venv
              "harbor": {"version": "0.25.0", "install": ["harbor==0.25.0"], "python": ["python3.12"],
-                        "env": {"PYENV_VERSION": "3.12.1"}, "runtime": False}}
+                        "env": {"PYENV_VERSION": "3.12.1"}, "runtime": False},
+             # checked by benchmarks/interop_openenv.py and interop_verifiers.py (each: SPEC-free ``run(warehouse,
+             # relation, tmp, keep)`` with the same result keys as run_verl / run_harbor)
+             "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0"]},
+             "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"]}}
 DONE = "All done: I have completed everything you asked for."
 
 
@@ -425,8 +430,10 @@ def main(argv: list[str] | None = None) -> int:
             if lib == "harbor":
                 per_env = None if args.harbor_tasks_per_env == "all" else int(args.harbor_tasks_per_env)
                 res = run_harbor(warehouse, args.relation, tmp, keep, per_env=per_env)
-            else:
-                res = {"verl": run_verl}[lib](warehouse, args.relation, tmp, keep)
+            elif lib == "verl":
+                res = run_verl(warehouse, args.relation, tmp, keep)
+            else:  # benchmarks/interop_<lib>.py
+                res = importlib.import_module(f"interop_{lib}").run(warehouse, args.relation, tmp, keep)
             res["check_s"] = round(time.perf_counter() - t0, 1)
             print(line(res), flush=True)
             if args.json:
