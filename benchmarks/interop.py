@@ -37,6 +37,13 @@ default 2 per environment, one of each kind first) runs in a temp copy of its fo
 ``$AUTOFORGE_PYTHON`` and the folder's own ``environment/`` (its copy of AutoForge's code and the bundle) on
 ``PYTHONPATH``: ``solution/solve.sh`` then ``tests/test.sh`` must write 1.0 to the reward file, ``tests/test.sh``
 alone 0.0.
+
+**OpenEnv**, **verifiers** and **NeMo Gym**: ``benchmarks/interop_openenv.py``, ``interop_verifiers.py`` and
+``interop_nemo_gym.py`` (each module's docstring says what its library's own code checks).
+
+**Rewards that agree.** After the libraries, every task any of them played is scored by AutoForge itself from one
+bundle (the bundle runtime's replay, and the TRL environment class), gold and do-nothing; one line says whether
+every library gave the same rewards as those two on every task (``rewards agree: ...``) or where they differ.
 """
 
 from __future__ import annotations
@@ -53,7 +60,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CACHE = Path(os.environ.get("AUTOFORGE_INTEROP_DIR", "/work/.cache/autoforge-interop"))
+CACHE = Path(os.environ.get("AUTOFORGE_INTEROP_DIR") or ("/work/.cache/autoforge-interop" if Path("/work").is_dir()
+                                                       else Path.home() / ".cache" / "autoforge-interop"))
 TOOLSETS = [ROOT / "tests" / "fixtures" / "realstyle" / "effects_calculator.json",
             ROOT / "autoforge" / "data" / "tooldocs" / "library", ROOT / "autoforge" / "data" / "tooldocs" / "hr"]
 TOKENIZER = ROOT / "autoforge" / "data" / "base_policy"
@@ -68,7 +76,12 @@ LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]}
              # checked by benchmarks/interop_openenv.py and interop_verifiers.py (each: SPEC-free ``run(warehouse,
              # relation, tmp, keep)`` with the same result keys as run_verl / run_harbor)
              "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0"]},
-             "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"]}}
+             "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"]},
+             # NeMo Gym 0.7.0 declares Python >= 3.13.14; with only 3.13.0 here it is installed ignoring that pin
+             # (benchmarks/interop_nemo_gym.py says what the check then shows). No torch: the runtime does not need it.
+             "nemo-gym": {"version": "0.7.0", "install": ["nemo-gym==0.7.0"], "python": ["python3.13"],
+                          "env": {"PYENV_VERSION": "3.13.0"}, "pip_flags": ["--ignore-requires-python"],
+                          "torch": False}}
 DONE = "All done: I have completed everything you asked for."
 
 
@@ -94,11 +107,12 @@ def setup(library: str) -> dict:
     pins = list(spec["install"])
     if spec.get("runtime", True):
         try:
-            pins.append(f"torch=={version('torch')}")  # this interpreter's build (a CPU wheel stays one)
+            if spec.get("torch", True):
+                pins.append(f"torch=={version('torch')}")  # this interpreter's build (a CPU wheel stays one)
         except PackageNotFoundError:
             pass
         pins += RUNTIME_DEPS
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *spec.get("pip_flags", [])]
     subprocess.run(pip + pins, check=True)
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "check"], check=True)
     size = sum(p.stat().st_size for p in venv.rglob("*") if p.is_file() and not p.is_symlink())
@@ -232,7 +246,8 @@ def run_harbor(warehouse: str, relation: str, tmp: Path, keep: Path | None = Non
             "env_names": envs, "kinds": sorted({meta[d]["kind"] for d in picked}), "exported": len(dirs),
             "loaded": len(meta), "lint_findings": len(findings),
             "gold": min(g[1] for g in gold) if not bad else [g[1] for g in gold],
-            "noop": max(n[1] for n in noop) if not bad else [n[1] for n in noop], "bad": bad}
+            "noop": max(n[1] for n in noop) if not bad else [n[1] for n in noop], "bad": bad,
+            "rewards": {meta[d]["task_id"]: {"gold": g, "noop": dict(noop)[d]} for d, g in gold}}
 
 
 def harbor_check(folder: str) -> dict:
@@ -380,7 +395,70 @@ def verl_check(folder: str, scripts: dict[str, dict]) -> dict:
             "gold": min(g[2] for g in res["gold"]) if bad == [] else [g[2] for g in res["gold"]],
             "noop": max(n[2] for n in res["noop"]) if bad == [] else [n[2] for n in res["noop"]],
             "live_equals_score": all(g[1] == g[2] for g in res["gold"] + res["noop"]), "bad": bad,
+            "rewards": {t: {"gold": g, "noop": dict((n[0], n[2]) for n in res["noop"])[t]}
+                        for t, _, g in res["gold"]},
             "transformers": version("transformers"), "torch": version("torch")}
+
+
+# --------------------------------------------------------------------------- rewards that agree
+
+
+def reference_rewards(warehouse: str, relation: str, tmp: Path, task_ids: list[str]) -> dict[str, dict]:
+    """Per task, the gold and do-nothing rewards as AutoForge gives them itself, from one bundle of ``relation``:
+    ``bundle`` (:meth:`Bundle.replay` of the oracle's trajectory; of nothing with :data:`DONE` as the last word)
+    and ``trl`` (the TRL environment class over the same bundle: the tool methods, ``talk_to_user``, the final
+    message, ``get_reward``)."""
+    from autoforge.integrations.bundle import USER_TOOL, Bundle, write_bundle
+    from autoforge.integrations.trl import TRLEnvironments
+
+    folder = tmp / "reference_bundle"
+    if not folder.exists():
+        write_bundle(warehouse, relation, folder)
+    bundle = Bundle.load(folder)
+    scripts = oracle_scripts(folder)
+    rows = {r.task_id: r for r in bundle.task_rows()}
+    out: dict[str, dict] = {}
+    envs = TRLEnvironments(bundle, [rows[t] for t in task_ids])
+    try:
+        for t in task_ids:
+            s = scripts[t]
+            bundle_gold = bundle.replay(t, [(n, a) for n, a in s["actions"]], final_message=s["final"])
+            bundle_noop = bundle.replay(t, [], final_message=DONE)
+            env = envs.factories[rows[t].env_name]()
+            trl = {}
+            for mode, actions, final in (("gold", s["actions"], s["final"]), ("noop", [], DONE)):
+                env.reset(task_id=t)
+                for name, args in actions:
+                    if name == USER_TOOL:
+                        env.talk_to_user(**args)
+                    else:
+                        getattr(env, name)(**args)
+                env._set_final_message(final)
+                trl[mode] = env.get_reward()
+            out[t] = {"bundle": {"gold": bundle_gold, "noop": bundle_noop}, "trl": trl}
+    finally:
+        envs.close()
+    return out
+
+
+def agreement(results: list[dict], reference: dict[str, dict]) -> dict:
+    """Every library's per-task gold and do-nothing rewards beside AutoForge's own (:func:`reference_rewards`):
+    the tasks where any two differ."""
+    table: dict[str, dict[str, dict]] = {t: dict(ref) for t, ref in reference.items()}
+    for res in results:
+        for t, r in (res.get("rewards") or {}).items():
+            table.setdefault(t, {})[res["library"]] = {"gold": r["gold"], "noop": r["noop"]}
+    differ = {t: by for t, by in table.items() if len({(v["gold"], v["noop"]) for v in by.values()}) != 1}
+    libraries = sorted({lib for by in table.values() for lib in by})
+    return {"tasks": len(table), "libraries": libraries, "differ": differ,
+            "compared": sum(len(by) for by in table.values())}
+
+
+def agreement_line(agree: dict) -> str:
+    what = f"{agree['tasks']} tasks, {agree['compared']} task x library results; {', '.join(agree['libraries'])}"
+    if agree["differ"]:
+        return f"rewards DIFFER on {len(agree['differ'])} of {agree['tasks']} tasks ({what})"
+    return f"rewards agree: gold and do-nothing, {what}"
 
 
 # --------------------------------------------------------------------------- main
@@ -396,6 +474,8 @@ def line(res: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--setup", action="store_true", help="create the cached venvs that are missing first")
+    ap.add_argument("--setup-only", action="store_true", help="create the cached venvs that are missing, then stop "
+                                                              "(.ci/run's second step)")
     ap.add_argument("--only", choices=sorted(LIBRARIES), action="append", help="check only this library")
     ap.add_argument("--warehouse", default=None, help="export this warehouse's tasks (default: a 3-environment "
                                                       "corpus made here)")
@@ -418,11 +498,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     libraries = args.only or sorted(LIBRARIES)
     failed = False
+    results: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="autoforge-interop-") as tmp_s:
         tmp = Path(tmp_s)
         for lib in libraries:
-            if args.setup and venv_python(lib) is None:
+            if (args.setup or args.setup_only) and venv_python(lib) is None:
                 print(f"setup: {json.dumps(setup(lib))}", flush=True)
+        if args.setup_only:
+            return 0
         warehouse = args.warehouse or build_warehouse(tmp)
         for lib in libraries:
             t0 = time.perf_counter()
@@ -433,12 +516,21 @@ def main(argv: list[str] | None = None) -> int:
             elif lib == "verl":
                 res = run_verl(warehouse, args.relation, tmp, keep)
             else:  # benchmarks/interop_<lib>.py
-                res = importlib.import_module(f"interop_{lib}").run(warehouse, args.relation, tmp, keep)
+                module = importlib.import_module(f"interop_{lib.replace('-', '_')}")
+                res = module.run(warehouse, args.relation, tmp, keep)
             res["check_s"] = round(time.perf_counter() - t0, 1)
             print(line(res), flush=True)
             if args.json:
                 print(json.dumps(res))
             failed |= bool(res.get("bad"))
+            results.append(res)
+        played = sorted({t for res in results for t in res.get("rewards") or {}})
+        if played:
+            agree = agreement(results, reference_rewards(warehouse, args.relation, tmp, played))
+            print(agreement_line(agree), flush=True)
+            if args.json:
+                print(json.dumps({"agreement": agree}))
+            failed |= bool(agree["differ"])
     return 1 if failed else 0
 
 
