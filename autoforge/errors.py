@@ -46,3 +46,9 @@ class WarehouseBusyError(WarehouseError):
 
 class ReadOnlyQueryError(WarehouseError):
     """A statement given to the read-only SQL command would write."""
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint or model folder is damaged, foreign or unsafe to load (truncated weights, garbage JSON,
+    pickle files, a latest.json pointing outside its folder). Names the file, what is wrong and what to do;
+    the CLI prints it as one line and exits 2 like any bad input."""

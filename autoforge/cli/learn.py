@@ -27,6 +27,8 @@ class Given(argparse.Action):
 def cmd_eval(args: argparse.Namespace) -> int:
     from autoforge.pipeline import evaluate as stage
 
+    if str(args.agent).startswith("hf:"):
+        quiet_hf()  # a damaged model folder is our one error line, not transformers' load report before it
     given = getattr(args, "given", set())
     # a setting an agent card can give is passed only when its flag was given (EvalParams.model_fields_set)
     fields = {k: getattr(args, k) for k in EVAL_FLAGS if k in given or k not in stage.CARD_FIELDS}

@@ -18,7 +18,6 @@ Plain JSON; no torch at import time.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -101,13 +100,9 @@ def card_text(card: dict[str, Any]) -> str:
 
 def write_agent_card(folder: str | Path, card: dict[str, Any]) -> Path:
     """Write ``card`` as ``folder/agent.json``, atomically (a temp file in the folder, then renamed)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / AGENT_CARD
-    tmp = folder / f".{AGENT_CARD}.tmp"
-    tmp.write_text(card_text(card))
-    os.replace(tmp, path)
-    return path
+    from autoforge.rl import atomic
+
+    return atomic.write_text(Path(folder) / AGENT_CARD, card_text(card))
 
 
 def stamp_checkpoint(path: str | Path, card: dict[str, Any]) -> Path:

@@ -331,8 +331,10 @@ class TrainConfig(BaseModel):
     def to_file(self, path: str | Path) -> Path:
         p = Path(path)
         data = self.model_dump(mode="json")
-        p.write_text(json.dumps(data, indent=2) if p.suffix == ".json" else yaml.safe_dump(data, sort_keys=False))
-        return p
+        from autoforge.rl import atomic
+
+        return atomic.write_text(p, json.dumps(data, indent=2) if p.suffix == ".json"
+                                 else yaml.safe_dump(data, sort_keys=False))
 
     @classmethod
     def describe(cls) -> dict[str, str]:

@@ -18,7 +18,6 @@ Nothing here imports torch; a ``rollout_fn`` is whatever :func:`autoforge.rl.age
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -159,12 +158,9 @@ def summary_message(per_env: dict[str, dict], n_kept: int, n_train: int, fallbac
 
 def write_learnable(checkpoint_dir: str | Path, payload: dict[str, Any]) -> Path:
     """Write ``<checkpoint_dir>/learnable.json`` all or nothing (a temporary file renamed into place)."""
-    path = Path(checkpoint_dir) / LEARNABLE_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{LEARNABLE_FILE}.tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
-    os.replace(tmp, path)
-    return path
+    from autoforge.rl import atomic
+
+    return atomic.write_text(Path(checkpoint_dir) / LEARNABLE_FILE, json.dumps(payload, indent=1))
 
 
 def read_learnable(checkpoint_dir: str | Path, train_run_id: str) -> dict[str, Any] | None:

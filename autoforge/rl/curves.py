@@ -10,8 +10,11 @@ is left out rather than drawn empty, and :func:`empty_panels` names any that wou
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Iterable
+
+from autoforge.rl import atomic
 
 # (title, per-environment metric prefix, all-environment metric)
 ERPO_PANELS = (
@@ -95,9 +98,6 @@ def plot_learning_curve(history: Iterable[dict], path: str | Path, title: str = 
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=100, format="png")
-    tmp.replace(path)  # a killed run leaves the previous picture, never half of one
-    return path
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=100, format="png")
+    return atomic.write_bytes(path, buf.getvalue())  # a killed run leaves the previous picture, never half of one

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from autoforge.errors import ConfigError
+from autoforge.errors import CheckpointError, ConfigError
 from autoforge.rl import chat
 from autoforge.rl.checkpoint import save_model_dir
 
@@ -163,14 +163,114 @@ def build_tiny_policy(
     return save_model_dir(out, model, tok)
 
 
+MODEL_FIX = "it needs config.json, *.safetensors weights and a tokenizer with a chat template"
+
+
+def check_model_dir(folder: str | Path) -> list[Path]:
+    """The safetensors weight files of the local model folder ``folder``, after checking what a loader
+    would trip over or must never run, each as one CheckpointError line naming the file:
+
+    * config.json missing, not JSON, not an object, without ``model_type``;
+    * pickle weights (``pytorch_model.bin``, ``*.pt``, ...) and no safetensors: refused, because
+      unpickling a file runs whatever it says; convert them to safetensors where you trust them;
+    * a sharded index (``model.safetensors.index.json``) that is not JSON or names shards that are
+      missing or outside the folder;
+    * a safetensors file that is truncated, padded or not safetensors
+      (:func:`autoforge.rl.checkpoint.check_safetensors`)."""
+    from autoforge.rl.checkpoint import PICKLE_SUFFIXES, STATE_TENSORS, _read_json, check_safetensors
+
+    p = Path(folder)
+    config = p / "config.json"
+    if not config.is_file():
+        raise CheckpointError(f"{config}: missing, so {p} is not a transformers model folder; {MODEL_FIX}")
+    doc = _read_json(config, f"restore it from the model's source; {MODEL_FIX}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("model_type"), str):
+        raise CheckpointError(f"{config}: not a transformers model config (a JSON object with 'model_type'); "
+                              f"restore it from the model's source; {MODEL_FIX}")
+    index = p / "model.safetensors.index.json"
+    fix = f"the file is damaged or cut short: restore the model folder {p} from its source (or rerun the save)"
+    if index.is_file():
+        doc = _read_json(index, fix)
+        weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise CheckpointError(f"{index}: expected a JSON object with a non-empty 'weight_map'; {fix}")
+        shards = sorted(set(map(str, weight_map.values())))
+        bad = [s for s in shards if Path(s).name != s or not s.endswith(".safetensors")]
+        if bad:
+            raise CheckpointError(f"{index}: shard {bad[0]!r} is not a .safetensors file name inside {p}; refusing "
+                                  f"to follow it; {fix}")
+        files = [p / s for s in shards]
+        missing = [f for f in files if not f.is_file()]
+        if missing:
+            raise CheckpointError(f"{missing[0]}: missing (named in {index.name}); {fix}")
+    else:
+        files = [f for f in [p / "model.safetensors"] if f.is_file() or f.is_symlink()]
+    if not files:
+        pickles = sorted(f for f in p.iterdir() if f.suffix in PICKLE_SUFFIXES and f.is_file())
+        if pickles:
+            raise CheckpointError(
+                f"{pickles[0]}: pickle weights are refused (loading a pickle can run any code it carries); "
+                "convert them to safetensors where you trust the file, e.g. AutoModelForCausalLM.from_pretrained(DIR, "
+                "use_safetensors=False).save_pretrained(DIR) in a sandbox, then load the folder again")
+        others = sorted(f.name for f in p.glob("*.safetensors") if f.name != STATE_TENSORS)
+        hint = f" (found {', '.join(others)}: name it model.safetensors or add its index)" if others else ""
+        raise CheckpointError(f"{p}: no model.safetensors (or model.safetensors.index.json) weights{hint}; {MODEL_FIX}")
+    for f in files:
+        check_safetensors(f, fix)
+    return files
+
+
+def _load_error(what: str, folder: Path, exc: BaseException) -> CheckpointError:
+    from autoforge.rl.checkpoint import _first_line
+
+    return CheckpointError(f"{folder}: cannot load the {what} ({type(exc).__name__}: {_first_line(exc)}); the folder "
+                           f"is damaged or not a model this transformers version reads; {MODEL_FIX}")
+
+
+def load_model(path: str | Path, dtype: torch.dtype | None = None, local: bool = True, **kw):
+    """A causal LM from safetensors weights only (``use_safetensors=True``: a ``pytorch_model.bin``
+    is never unpickled) and never with the folder's own code (``trust_remote_code=False``). A local
+    folder is checked first (:func:`check_model_dir`); weights that leave parameters of the config
+    uninitialised or of the wrong shape (a foreign or damaged folder: transformers would fill them
+    with random values and only warn) are a CheckpointError."""
+    from transformers import AutoModelForCausalLM
+
+    p = Path(path).expanduser() if local else Path(str(path))
+    if local:
+        check_model_dir(p)
+    opts = {"use_safetensors": True, "trust_remote_code": False, "output_loading_info": True, **kw}
+    if dtype is not None:
+        opts["dtype"] = dtype
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(str(p) if local else str(path), **opts)
+    except OSError as exc:
+        if exc.errno is not None or not local:  # the system refused (permission, disk): the CLI says so as such
+            raise
+        raise _load_error("model", p, exc) from None
+    except Exception as exc:  # noqa: BLE001 - safetensors / torch / transformers errors of a damaged folder
+        raise _load_error("model", p, exc) from None
+    missing = sorted(info.get("missing_keys") or ())
+    mismatched = sorted(info.get("mismatched_keys") or ())
+    if missing or mismatched:
+        what = f"{len(missing)} parameters missing (e.g. {missing[0]})" if missing else ""
+        if mismatched:
+            m = mismatched[0][0] if isinstance(mismatched[0], tuple) else mismatched[0]
+            what += ("; " if what else "") + f"{len(mismatched)} of the wrong shape (e.g. {m})"
+        raise CheckpointError(f"{p}: the weights do not match config.json ({what}); the folder mixes files of "
+                              f"different models or is damaged; {MODEL_FIX}")
+    return model
+
+
 def load_policy(path: str | Path, device: str | torch.device = "auto", dtype: str = "float32",
                 allow_download: bool = False) -> Policy:
     """Load a causal LM and its tokenizer from a local directory (or the hub, if allowed).
 
     Without ``allow_download`` nothing is fetched: a path that is not a local directory is an
-    error (HF_HUB_OFFLINE behaviour), so the default path never touches the network.
+    error (HF_HUB_OFFLINE behaviour), so the default path never touches the network. Weights
+    come from safetensors only and no code from the folder runs (:func:`load_model`); a damaged
+    or foreign folder is one CheckpointError line naming the file.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     p = Path(path).expanduser()
     local = p.is_dir()
@@ -184,12 +284,23 @@ def load_policy(path: str | Path, device: str | torch.device = "auto", dtype: st
     kw = {"local_files_only": True} if local or os.environ.get("HF_HUB_OFFLINE") == "1" else {}
     torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     dev = resolve_device(device)
-    tok = AutoTokenizer.from_pretrained(src, **kw)
+    if local:
+        check_model_dir(p)  # before the tokenizer: the weights are what a damaged folder usually lacks
+    try:
+        tok = AutoTokenizer.from_pretrained(src, trust_remote_code=False, **kw)
+    except OSError as exc:
+        if exc.errno is not None or not local:
+            raise
+        raise _load_error("tokenizer", p, exc) from None
+    except Exception as exc:  # noqa: BLE001 - tokenizers' plain Exception for a damaged tokenizer.json, ...
+        if not local:
+            raise
+        raise _load_error("tokenizer", p, exc) from None
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     if not getattr(tok, "chat_template", None):
         raise ConfigError(f"tokenizer of {src} has no chat template; the policy needs one to render dialogues")
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch_dtype, **kw).to(dev)
+    model = load_model(p if local else path, dtype=torch_dtype, local=local, **kw).to(dev)
     return Policy(model=model, tokenizer=tok, device=dev)
 
 

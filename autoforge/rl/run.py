@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from autoforge.errors import ConfigError
+from autoforge.errors import CheckpointError, ConfigError
+from autoforge.rl import atomic
 from autoforge.rl.augment import augmented_episodes
 from autoforge.rl.config import TrainConfig
 from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, sample_ids, sft_examples
@@ -64,18 +65,37 @@ def train_run_id(cfg: TrainConfig, data: CuratedData) -> str:
 
 
 def check_resumable(cfg: TrainConfig) -> None:
-    """Refuse to resume a checkpoint folder that holds a run with a different config."""
+    """Refuse to resume a checkpoint folder that holds a run with a different config, or whose last
+    checkpoint is damaged or foreign (checked whole here, before the run replays and evaluates)."""
     from autoforge.rl import checkpoint as ckpt
 
     last = ckpt.latest_checkpoint(cfg.checkpoint_dir)
     if last is None:
         return
-    old = ckpt.load_trainer_state(last).get("config") or {}
+    old = ckpt.verify_checkpoint(last).get("config") or {}
     new = cfg.model_dump(mode="json")
     diff = sorted(k for k in new if k not in RESUMABLE_CHANGES and old.get(k, new[k]) != new[k])
     if diff:
         raise ConfigError(f"checkpoint folder {cfg.checkpoint_dir} holds a run with a different config ({', '.join(diff)} "
                           "differ); point checkpoint_dir at a new folder or delete it to start over")
+
+
+def read_evals(path: Path) -> dict[str, dict]:
+    """The finished evaluations of a resumed run (``evals.json``: point -> summary), {} when there is
+    none; a damaged file is one CheckpointError line (it is written atomically, so only a hand edit
+    or a foreign file gets here)."""
+    if not path.is_file():
+        return {}
+    fix = f"delete {path} to evaluate those points again"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path}: not UTF-8 text, so not the JSON it should be; {fix}") from None
+    except json.JSONDecodeError as exc:
+        raise CheckpointError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {fix}") from None
+    if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+        raise CheckpointError(f"{path}: expected a JSON object of evaluation point -> summary; {fix}")
+    return doc
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -196,7 +216,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     from autoforge.rl import agent_card
     from autoforge.rl import curriculum
     from autoforge.rl.agent import make_rollout_fn
-    from autoforge.rl.checkpoint import latest_checkpoint
+    from autoforge.rl.checkpoint import clean_staging, latest_checkpoint
     from autoforge.rl.curves import plot_learning_curve
     from autoforge.rl.trainer import copy_warmup, policy_from_config, train, training_step_record
     from autoforge.rl.warmup import exact_rate, recall_examples
@@ -215,7 +235,10 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
 
+    cleaned = clean_staging(cfg.checkpoint_dir)  # what a kill mid-save left (a replaced folder is put back)
     check_resumable(cfg)
+    if cleaned:
+        say("setup", 0, 0, {"message": "after an interrupted run: " + "; ".join(cleaned)})
     say("setup", 0, 0, {"message": "loaded curated tasks", **data.summary()})
 
     t = time.perf_counter()
@@ -234,7 +257,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     agent_card.write_agent_card(cfg.checkpoint_dir, card)
 
     evals_path = Path(cfg.checkpoint_dir) / "evals.json"
-    evals: dict[str, dict] = json.loads(evals_path.read_text()) if evals_path.is_file() else {}
+    evals = read_evals(evals_path)
 
     def evaluate(point: str) -> None:
         if point not in cfg.eval_at or point in evals:
@@ -243,8 +266,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
         ev = evaluate_policy(policy, data, cfg, point, on_records=write, run_id=rid, checkpoint=checkpoint_name())
         evals[point] = ev
         timings[f"eval_{point}_s"] = ev["wall_s"]
-        evals_path.parent.mkdir(parents=True, exist_ok=True)
-        evals_path.write_text(json.dumps(evals, indent=1))
+        atomic.write_text(evals_path, json.dumps(evals, indent=1))  # a kill leaves the previous evals.json whole
         say(f"eval:{point}", len(data.test), len(data.test), {"success_rate": ev["success_rate"]})
 
     def log_fn(step: int, phase: str, metrics: dict) -> None:
@@ -356,7 +378,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     curve = plot_learning_curve(history, out / "learning_curve.png", title=f"{rid}", evals=evals, env_names=env_names)
     table = before_after_table(evals, env_names)
     md = table_markdown(table)
-    (out / "before_after.md").write_text(md + "\n")
+    atomic.write_text(out / "before_after.md", md + "\n")
     config = {**run_row.config, **({"learnable": learnable} if learnable else {})}
     write([run_row.model_copy(update={"status": "completed", "finished_at": utcnow(), "config": config})])
     return {"train_run_id": rid, "evals": evals, "table": table, "table_markdown": md, "curve": str(curve),

@@ -30,7 +30,7 @@ from autoforge.errors import ConfigError
 from autoforge.rl import checkpoint as ckpt
 from autoforge.rl.config import TrainConfig
 from autoforge.rl.erpo import advantages_with_info, erpo_loss, group_drop_reasons, token_logprobs, token_logprobs_and_entropy
-from autoforge.rl.policy import Policy, build_tiny_policy, load_policy
+from autoforge.rl.policy import Policy, build_tiny_policy, load_model, load_policy
 from autoforge.rl.trajectory import Trajectory, collate
 
 RolloutFn = Callable[[Policy, Sequence[Any], int], list[Trajectory]]
@@ -42,6 +42,7 @@ class TrainResult:
     history: list[dict] = field(default_factory=list)  # one row per optimizer step: {"phase", "step", metrics...}
     last_checkpoint: Path | None = None
     resumed_from: Path | None = None
+    cleaned: list[str] = field(default_factory=list)  # what a killed save had left in checkpoint_dir (clean_staging)
 
 
 def set_seed(seed: int) -> None:
@@ -222,7 +223,7 @@ def sft(policy: Policy, examples: Sequence, cfg: TrainConfig, log_fn: LogFn | No
     opt = make_optimizer(model, cfg.sft_lr, cfg)
     start = 0
     if resume_state is not None:
-        opt.load_state_dict(resume_state["optimizer"])
+        ckpt.restore_optimizer(opt, resume_state["optimizer"], resume_state.get("source"))
         start = resume_state["step"]
     model.train()
     order_epoch, order = -1, []
@@ -280,6 +281,7 @@ def copy_warmup(policy: Policy, cfg: TrainConfig, log_fn: LogFn | None = None) -
     if cfg.copy_warmup_steps <= 0 or ckpt.latest_checkpoint(cfg.checkpoint_dir) is not None:
         return []
     wdir = Path(cfg.checkpoint_dir) / "warmup"
+    ckpt.clean_staging(wdir)
     wcfg = cfg.model_copy(update={"sft_epochs": 1, "sft_batch_size": cfg.copy_warmup_batch_size,
                                   "checkpoint_dir": str(wdir), "sft_context_weight": 0.0})
     state, last = None, ckpt.latest_checkpoint(wdir)
@@ -453,7 +455,7 @@ def train_erpo(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg:
     opt = make_optimizer(model, cfg.lr, cfg)
     start = 0
     if resume_state is not None:
-        opt.load_state_dict(resume_state["optimizer"])
+        ckpt.restore_optimizer(opt, resume_state["optimizer"], resume_state.get("source"))
         start = resume_state["step"]
     if (cfg.beta > 0 or cfg.log_reference_kl) and ref_model is None:
         ref_model = _reference_model(policy, cfg)
@@ -548,11 +550,9 @@ def refill_groups(policy: Policy, tasks: Sequence[Any], trajs: list[Trajectory],
 
 def _reference_model(policy: Policy, cfg: TrainConfig):
     """Frozen pi_ref for the KL term: the policy at the start of ERPO, kept on disk for resumes."""
-    from transformers import AutoModelForCausalLM
-
     ref_dir = Path(cfg.checkpoint_dir) / "reference"
     if (ref_dir / "config.json").is_file():
-        ref = AutoModelForCausalLM.from_pretrained(ref_dir, local_files_only=True).to(policy.device)
+        ref = load_model(ref_dir).to(policy.device)
     else:
         ref = copy.deepcopy(policy.model)
         ckpt.save_model_dir(ref_dir, ref)
@@ -579,13 +579,13 @@ def train(policy: Policy, tasks: Sequence[Any], rollout_fn: RolloutFn, cfg: Trai
     seeded per step so the continuation samples what the uninterrupted run would have.
     """
     set_seed(cfg.seed)
-    result = TrainResult()
+    result = TrainResult(cleaned=ckpt.clean_staging(cfg.checkpoint_dir))  # a save the kill cut short
     state = None
     last = ckpt.latest_checkpoint(cfg.checkpoint_dir)
     if last is not None:
         state = ckpt.load_trainer_state(last)
         ckpt.load_weights(last, policy.model)
-        ckpt.set_rng_state(state["rng"])
+        ckpt.set_rng_state(state["rng"], last)
         result.resumed_from = last
     history = list(state["history"]) if state else []
 
