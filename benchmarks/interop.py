@@ -76,9 +76,10 @@ LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]}
              # checked by benchmarks/interop_openenv.py and interop_verifiers.py (each: SPEC-free ``run(warehouse,
              # relation, tmp, keep)`` with the same result keys as run_verl / run_harbor)
              "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0"]},
-             "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"]},
+             "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"], "torch": False},
              # NeMo Gym 0.7.0 declares Python >= 3.13.14; with only 3.13.0 here it is installed ignoring that pin
-             # (benchmarks/interop_nemo_gym.py says what the check then shows). No torch: the runtime does not need it.
+             # (benchmarks/interop_nemo_gym.py says what the check then shows). "torch": False: the bundle runtime
+             # does not need it (only verl does), so the venv does not carry the 750 MB wheel.
              "nemo-gym": {"version": "0.7.0", "install": ["nemo-gym==0.7.0"], "python": ["python3.13"],
                           "env": {"PYENV_VERSION": "3.13.0"}, "pip_flags": ["--ignore-requires-python"],
                           "torch": False}}
