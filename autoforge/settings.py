@@ -26,6 +26,14 @@ before anything is written. Command-line flags override these (``--warehouse PAT
     AUTOFORGE_TIMING           timing           1/true/yes/on or 0/false/no/off       off
     AUTOFORGE_BOUNDARY_SHARE   boundary_share   a share, finite, [0, 1]               0.15
     AUTOFORGE_ZERO_ON_RULE_BREAK zero_on_rule_break 1/true/yes/on or 0/false/no/off   on
+    AUTOFORGE_SQL_TIMEOUT      sql_timeout_s    seconds, finite, [0.1, 86400]         60
+    AUTOFORGE_SQL_MEMORY_MB    sql_memory_mb    whole MB, [16, 1048576]               2048
+    AUTOFORGE_MCP_TOKEN        mcp_token        16+ printable ASCII characters, no spaces unset (never shown)
+    AUTOFORGE_MCP_ALLOW_HOSTS  (mcp_allow_hosts()) host names / IPs, comma-separated     unset
+
+``autoforge mcp --http`` demands ``Authorization: Bearer <AUTOFORGE_MCP_TOKEN>`` when the token is set
+(and refuses to bind beyond loopback without one); AUTOFORGE_MCP_ALLOW_HOSTS adds Host names it
+answers to (``--allow-host``). The list is read by :func:`mcp_allow_hosts` only when serving.
 """
 
 from __future__ import annotations
@@ -133,6 +141,9 @@ PARAMS: dict[str, Range] = {
     "train_steps": Range(0, 100_000, 2, rule="a number of ERPO steps, 0 skips training"),
     "serve_limit": Range(1, 1000, 1, rule="a positive number of flow runs at once"),
     "max_sessions": Range(1, 10_000, 64, rule="a positive number of MCP sessions at once (each holds a sandbox worker)"),
+    "max_sessions_per_client": Range(1, 10_000, 16, rule="a positive number of MCP sessions one client address "
+                                     "keeps when all are taken"),
+    "unused_timeout_s": Range(1, 3600, 30, integer=False, rule="seconds an MCP session with no tool call may sit idle"),
 }
 
 
@@ -164,7 +175,7 @@ class Var:
     default: Any
     example: str
     range: Range | None = None
-    kind: str = "text"  # text | choice | url | address | bool (a number has a range)
+    kind: str = "text"  # text | choice | url | address | bool | token (a number has a range)
     choices: tuple[str, ...] = BACKENDS  # the values of a choice
     fallback: str | None = None  # a non-AUTOFORGE variable read when this one is unset
     default_text: str | None = None
@@ -179,7 +190,8 @@ class Var:
             return self.range.describe()
         return {"choice": f"one of {', '.join(self.choices)}", "bool": f"{'/'.join(_TRUE)} or {'/'.join(_FALSE)}",
                 "url": "an http:// or https:// URL with a host",
-                "address": "a tcp:// or tls:// address with a host and a port"}.get(self.kind, "non-empty text")
+                "address": "a tcp:// or tls:// address with a host and a port",
+                "token": f"at least {TOKEN_MIN_CHARS} printable ASCII characters without spaces"}.get(self.kind, "non-empty text")
 
     def error(self, got: Any, why: str, shown: str | None = None) -> ConfigError:
         """The one wording of a bad setting: the variable (``shown``), the value, the valid values, an example."""
@@ -205,6 +217,8 @@ class Var:
             return "not an http(s) URL"
         if self.kind == "address" and not _is_url(value, ("tcp", "tls"), port=True):
             return "not a tcp:// or tls:// host:port"
+        if self.kind == "token":
+            return token_problem(value)
         return None
 
     def parse(self, raw: str) -> tuple[Any, str | None]:
@@ -246,6 +260,58 @@ def _is_url(value: Any, schemes: tuple[str, ...] = ("http", "https"), port: bool
     except ValueError:
         return False
     return u.scheme in schemes and bool(u.hostname) and (has_port or not port)
+
+
+TOKEN_MIN_CHARS = 16  # a bearer token shorter than this could be guessed; secrets.token_urlsafe(32) gives 43
+
+
+def token_problem(value: str) -> str | None:
+    """What is wrong with a bearer token (None: fine): too short to resist guessing, or holding a
+    space or a character an HTTP header cannot carry."""
+    if len(value) < TOKEN_MIN_CHARS:
+        return f"shorter than {TOKEN_MIN_CHARS} characters"
+    if not all(33 <= ord(c) < 127 for c in value):
+        return "not printable ASCII without spaces"
+    return None
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*",
+                       re.ASCII)
+
+
+def host_name(text: str) -> str | None:
+    """A host name or IP address as compared: lower case, no brackets or trailing dot, an IP address in
+    its canonical form (``0:0::1`` -> ``::1``, an IPv6 zone such as ``%eth0`` dropped); None for text
+    that is neither."""
+    import ipaddress
+
+    name = text.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    name = name.split("%", 1)[0] if ":" in name else name
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        pass
+    name = name[:-1] if name.endswith(".") else name
+    return name if _HOSTNAME.fullmatch(name) and not name.replace(".", "").isdigit() else None
+
+
+def mcp_allow_hosts() -> list[str]:
+    """AUTOFORGE_MCP_ALLOW_HOSTS: the extra Host names ``autoforge mcp --http`` answers to (comma-separated;
+    unset or empty: none). Read only when serving, not with every command's settings: a list of names
+    has no single bad value to refuse. ConfigError naming the variable and the bad entry."""
+    raw = os.environ.get("AUTOFORGE_MCP_ALLOW_HOSTS", "")
+    out = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        name = host_name(entry)
+        if name is None:
+            raise ConfigError(f"AUTOFORGE_MCP_ALLOW_HOSTS must be host names or IP addresses, comma-separated: got "
+                              f"{entry!r} (not a host name); e.g. AUTOFORGE_MCP_ALLOW_HOSTS=mcp.example.org,10.0.0.5")
+        out.append(name)
+    return out
 
 
 def _is_control(c: str) -> bool:
@@ -313,6 +379,16 @@ VARS: dict[str, Var] = {
     # Issue 33: an episode that broke a rule (a refused call, a judged conversation rule) scores 0.
     "zero_on_rule_break": Var("ZERO_ON_RULE_BREAK", "the switch that scores a rule-breaking episode 0", True, "0",
                               kind="bool", default_text="on"),
+    # Issue 36: user SQL (`autoforge sql`, query(read_only_check=True)) stops at this many seconds, rows printed
+    # included (DuckDB: interrupted from a timer; PostgreSQL: statement_timeout), and its DuckDB connection may
+    # use this much memory (a reader never spills to disk; a duckdb:///PATH?memory_limit=... URL overrides it).
+    "sql_timeout_s": Var("SQL_TIMEOUT", "the seconds one `autoforge sql` query may run", 60.0, "60",
+                         Range(0.1, 86_400, 60, integer=False)),
+    "sql_memory_mb": Var("SQL_MEMORY_MB", "the memory (MB) DuckDB may use for one `autoforge sql` query", 2048,
+                         "2048", Range(16, 1_048_576, 2048)),
+    # Issue 36: `autoforge mcp --http` demands this bearer token (and will not bind beyond loopback without one).
+    "mcp_token": Var("MCP_TOKEN", "the bearer token of `autoforge mcp --http`", None, "$(cat ~/.autoforge-mcp-token)",
+                     kind="token", secret=True, default_text="unset: loopback binds only"),
 }
 
 
@@ -358,6 +434,11 @@ class Settings:
     # Share of generated tasks that are boundary tasks (issue 33); a rule-breaking episode scores 0.
     boundary_share: float = _from_env("boundary_share")
     zero_on_rule_break: bool = _from_env("zero_on_rule_break")
+    # Limits of user SQL (issue 36): seconds per query (rows printed included) and DuckDB memory in MB.
+    sql_timeout_s: float = _from_env("sql_timeout_s")
+    sql_memory_mb: int = _from_env("sql_memory_mb")
+    # Bearer token of `autoforge mcp --http` (issue 36); never in a repr.
+    mcp_token: str | None = field(default_factory=lambda: VARS["mcp_token"].read(), repr=False)
 
     def __post_init__(self) -> None:
         """Values given in code (``Settings(tool_timeout_s=-1)``, ``with_``) obey the same ranges."""

@@ -32,7 +32,7 @@ import pytest
 import torch
 
 from autoforge.errors import CheckpointError
-from autoforge.rl import atomic
+from autoforge import atomic
 from autoforge.rl import checkpoint as ckpt
 from autoforge.rl.config import TrainConfig
 from autoforge.rl.policy import load_policy

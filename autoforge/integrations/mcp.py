@@ -26,11 +26,17 @@ What a session is, per transport:
 
 - stdio: the process serves one client, so the process is the session (either protocol era);
 - streamable HTTP: one session per ``initialize`` handshake (``Mcp-Session-Id``), ended by the
-  client's DELETE or after ``SESSION_IDLE_S`` without a request; at most ``max_sessions`` at once
-  (``--max-sessions``, :data:`MAX_SESSIONS`); responses are JSON, not SSE. The 2026-07-28 protocol has
-  no sessions (every request stands alone), so this server advertises the handshake versions
-  only in ``server/discover`` (an SDK client in ``mode="auto"`` falls back to the handshake)
-  and refuses other 2026-07-28 requests with a message saying so.
+  client's DELETE, after ``SESSION_IDLE_S`` without a request, or, for a session that has made no
+  tool call, after ``--unused-timeout`` (:data:`UNUSED_SESSION_S`) without one; at most
+  ``max_sessions`` at once (``--max-sessions``, :data:`MAX_SESSIONS`), admitted by
+  :class:`~autoforge.integrations.mcp_sessions.Admission`; responses are JSON, not SSE. The
+  2026-07-28 protocol has no sessions (every request stands alone), so this server advertises the
+  handshake versions only in ``server/discover`` (an SDK client in ``mode="auto"`` falls back to
+  the handshake) and refuses other 2026-07-28 requests with a message saying so.
+
+Who may talk to an HTTP server (a Host/Origin allow-list and a bearer token, checked before the
+SDK sees a request): :mod:`autoforge.integrations.mcp_access`. Who gets a session slot, so that
+no client can hoard them: :mod:`autoforge.integrations.mcp_sessions`.
 
 Sandbox limits are the runtime's: ``AUTOFORGE_TOOL_TIMEOUT`` (2 s) and ``AUTOFORGE_TOOL_MEMORY_MB``
 (512) per call. Tool calls run in a thread, so one slow call does not hold up other sessions;
@@ -49,15 +55,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from autoforge.envs.checks import _nullable, output_fits
 from autoforge.envs.runtime import Environment, Observation
 from autoforge.errors import AutoforgeError, ConfigError
+from autoforge.integrations.mcp_access import Access, guarded, http_access
+from autoforge.integrations.mcp_sessions import MAX_SESSIONS, UNUSED_SESSION_S, Admission, session_manager
 from autoforge.pipeline.admin import warehouse_file
 from autoforge.pipeline.corpus import (accepted_tools, env_tool_specs, environments, has_relation, tasks_by_id,
                                       verified_task_ids)
 from autoforge.types import EnvironmentRecord, Task, ToolCode, canonical_json, state_hash
 
 RESET_TOOL = "reset"  # the session's state back to its start; `reset_environment` if the environment has a `reset`
-SESSION_IDLE_S = 30 * 60  # an HTTP session with no request for this long is closed (the SDK's default; ours)
-MAX_SESSIONS = 64  # HTTP sessions at once (--max-sessions): each holds a sandbox worker; more get HTTP 503 (ours;
-# the SDK's default, 10,000, would be as many worker processes)
+LISTEN_BACKLOG = 1024  # connections the kernel queues before accept: 200 clients connecting at once fit
 MAX_TASK_IDS_SHOWN = 10  # task ids an unknown --task message lists
 _SESSION_KEY = "autoforge.session"  # where an HTTP session's environment lives in the SDK's Connection.state
 
@@ -293,6 +299,7 @@ class EnvironmentServer:
         self.served, self.transport = served, transport
         self._kw = {"timeout_s": timeout_s, "memory_mb": memory_mb}
         self.sessions: set[Session] = set()
+        self.on_tool_call: Callable[[str | None], None] | None = None  # told the HTTP session id of every tools/call
         self._shared = self._open() if transport == "stdio" else None
         tools = mcp_tools(served)
 
@@ -302,7 +309,10 @@ class EnvironmentServer:
         async def call_tool(ctx, params) -> types.CallToolResult:
             import anyio
 
-            return await anyio.to_thread.run_sync(self.session_of(ctx).call, params.name, params.arguments)
+            session = self.session_of(ctx)
+            if self.on_tool_call is not None:  # HTTP: the session is in use, not hoarded (Admission)
+                self.on_tool_call(getattr(getattr(ctx.session, "_connection", None), "session_id", None))
+            return await anyio.to_thread.run_sync(session.call, params.name, params.arguments)
 
         self.server = Server(f"autoforge-{served.env.name}", version=_version(), instructions=_instructions(served),
                              on_list_tools=list_tools, on_call_tool=call_tool)
@@ -418,22 +428,33 @@ def serve_stdio(served: ServedEnvironment, *, timeout_s: float | None = None, me
 
 
 def serve_http(served: ServedEnvironment, host: str, port: int, *, max_sessions: int = MAX_SESSIONS,
+               access: Access | None = None, per_client: int | None = None, unused_s: float = UNUSED_SESSION_S,
                timeout_s: float | None = None, memory_mb: int | None = None,
                ready: Callable[[str], None] | None = None) -> None:
-    """Serve ``served`` over streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted, at most
-    ``max_sessions`` sessions at once. ``ready(url)`` is called once the socket listens (port 0: the
-    port picked)."""
+    """Serve ``served`` over streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted: every request
+    checked by ``access`` (default: :func:`http_access` of ``host`` without a token, so a binding
+    beyond loopback is refused), sessions admitted by :class:`Admission`. ``ready(url)`` is called
+    once the socket listens (port 0: the port picked)."""
     from autoforge.settings import check_param
 
     check_param("max_sessions", max_sessions)
+    check_param("unused_timeout_s", unused_s)
+    if per_client is not None:
+        check_param("max_sessions_per_client", per_client)
+    access = access if access is not None else http_access(host)  # refused before anything listens
     import anyio
     import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+    from starlette.applications import Starlette
+    from starlette.routing import Route
 
     served_by = EnvironmentServer(served, transport="http", timeout_s=timeout_s, memory_mb=memory_mb)
     # JSON responses, not an SSE stream per POST: nothing here streams, and the SDK client opened a new TCP
     # connection for each SSE response (~30 ms a call here, against ~6-10 ms)
-    app = served_by.server.streamable_http_app(host=host, session_idle_timeout=SESSION_IDLE_S, json_response=True,
-                                               max_sessions=max_sessions)
+    manager = session_manager(served_by.server, Admission(max_sessions, per_client, unused_s))
+    served_by.on_tool_call = manager.tool_called
+    app = guarded(Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))],
+                            lifespan=lambda _app: manager.run()), access)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -445,7 +466,7 @@ def serve_http(served: ServedEnvironment, host: str, port: int, *, max_sessions:
         sock.close()
         raise ConfigError(f"--http {host}:{port}: cannot listen there ({e.strerror or e}); pick another port "
                           "(0: any free one) or host") from None
-    sock.listen(128)
+    sock.listen(LISTEN_BACKLOG)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

@@ -2,8 +2,10 @@
 
 The same rules as ``autoforge export`` to a file (docs/hardening.md, "export"), for a folder:
 
-- everything is written into a new temporary folder beside ``--out`` (``.NAME.tmp-...``), which
-  replaces ``--out`` only once it is complete: a failed export leaves ``--out`` as it was;
+- everything is written into a new temporary folder beside ``--out`` (``.NAME.tmp-PID-...``), which
+  replaces ``--out`` only once it is complete: a failed export leaves ``--out`` as it was; one
+  killed with SIGKILL leaves its temporary folder, which the next export to ``--out`` removes
+  (``autoforge/atomic.py``);
 - ``--out`` may be missing, an empty folder, or a previous export of this kind (it holds
   :data:`MARKER`, or a bundle's ``manifest.json``); anything else (a file, a folder with other
   files) is refused, never deleted;
@@ -12,14 +14,14 @@ The same rules as ``autoforge export`` to a file (docs/hardening.md, "export"), 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
-import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from autoforge.atomic import publish_dir, sweep_stale, temp_beside
 from autoforge.errors import WarehouseError
 from autoforge.pipeline.admin import warehouse_file
 
@@ -56,6 +58,8 @@ def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
         if out == wh or out in wh.parents:
             raise WarehouseError(f"--out {out} is the warehouse or a folder holding it ({wh}); pass a new folder for "
                                  f"the {fmt if fmt == 'bundle' else fmt + ' export'}")
+    with contextlib.suppress(OSError):  # a killed export's leftovers go first (a folder put aside comes back)
+        sweep_stale(out)
     if out.exists() and not out.is_dir():
         raise WarehouseError(f"--out {out} is a file; {'a bundle' if fmt == 'bundle' else f'--format {fmt}'} writes a "
                              "folder: pass a folder path")
@@ -70,28 +74,22 @@ def check_out_dir(warehouse: str | None, out: str | Path, fmt: str) -> Path:
 
 @contextmanager
 def staged_dir(out: Path) -> Iterator[Path]:
-    """A temporary folder beside ``out`` that replaces ``out`` when the block ends without an error."""
+    """A temporary folder beside ``out`` that replaces ``out`` when the block ends without an error.
+
+    First, what an earlier export killed mid-way left beside ``out`` (its ``.NAME.tmp-PID-...``
+    folder, whose PID is gone) is removed, with one line on stderr (:func:`autoforge.atomic.sweep_stale`);
+    a SIGKILL never runs our cleanup, so the next run must."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.parent / f".{out.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        sweep_stale(out)
+        tmp = temp_beside(out)
         tmp.mkdir()
     except OSError as exc:
         raise WarehouseError(f"cannot create a folder beside --out {out} ({exc.strerror or exc}); check that "
                              f"{out.parent} is writable, or pass another --out") from exc
     try:
         yield tmp
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-            out.rename(old)  # the previous export (or an empty folder) steps aside ...
-        try:
-            tmp.rename(out)  # ... the new one takes its place ...
-        except OSError:
-            if old is not None:
-                old.rename(out)  # ... or the previous one comes back
-            raise
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        publish_dir(tmp, out)  # one swap where the system can; the previous folder is removed after
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -14,6 +14,7 @@ from autoforge.types import Task
 from autoforge.warehouse import export as file_export
 from autoforge.warehouse import query, read_records
 from autoforge.warehouse.export import FORMATS, relations
+from autoforge.warehouse.stream import stream_query  # noqa: F401  (autoforge sql: rows in batches, under the limits)
 
 __all__ = ["FORMATS", "column_types", "export_file", "quoted", "relation_columns", "relation_rows", "relations",
            "tasks_in", "user_sql"]

@@ -100,7 +100,7 @@ def card_text(card: dict[str, Any]) -> str:
 
 def write_agent_card(folder: str | Path, card: dict[str, Any]) -> Path:
     """Write ``card`` as ``folder/agent.json``, atomically (a temp file in the folder, then renamed)."""
-    from autoforge.rl import atomic
+    from autoforge import atomic
 
     return atomic.write_text(Path(folder) / AGENT_CARD, card_text(card))
 

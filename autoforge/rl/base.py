@@ -171,7 +171,7 @@ def build_base_checkpoint(out_dir: str | Path = BASE_DIR, spec: BaseSpec | None 
         "build_s": round(time.perf_counter() - t0, 1),
         "torch": torch.__version__,
     }
-    from autoforge.rl import atomic
+    from autoforge import atomic
 
     atomic.write_text(out / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     return manifest

@@ -44,7 +44,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autoforge.errors import CheckpointError, ConfigError
-from autoforge.rl import atomic
+from autoforge import atomic
 
 PHASES = ("sft", "erpo")
 STATE_JSON = "trainer_state.json"
@@ -157,7 +157,7 @@ def clean_staging(root: str | Path) -> list[str]:
     what was done, one phrase per item (the trainer reports them).
 
     ``.tmp-<name>`` folders (a model folder being built) and ``.<file>.<pid>.tmp`` files (an atomic
-    write, :mod:`autoforge.rl.atomic`) are incomplete by construction and removed. A
+    write, :mod:`autoforge.atomic`) are incomplete by construction and removed. A
     ``.old-<name>`` folder is the previous complete copy of ``<name>`` during its replacement: it is
     put back when ``<name>`` is missing (killed between the two renames), else removed."""
     root = Path(root)

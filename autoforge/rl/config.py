@@ -331,7 +331,7 @@ class TrainConfig(BaseModel):
     def to_file(self, path: str | Path) -> Path:
         p = Path(path)
         data = self.model_dump(mode="json")
-        from autoforge.rl import atomic
+        from autoforge import atomic
 
         return atomic.write_text(p, json.dumps(data, indent=2) if p.suffix == ".json"
                                  else yaml.safe_dump(data, sort_keys=False))

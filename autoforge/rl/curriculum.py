@@ -158,7 +158,7 @@ def summary_message(per_env: dict[str, dict], n_kept: int, n_train: int, fallbac
 
 def write_learnable(checkpoint_dir: str | Path, payload: dict[str, Any]) -> Path:
     """Write ``<checkpoint_dir>/learnable.json`` all or nothing (a temporary file renamed into place)."""
-    from autoforge.rl import atomic
+    from autoforge import atomic
 
     return atomic.write_text(Path(checkpoint_dir) / LEARNABLE_FILE, json.dumps(payload, indent=1))
 

@@ -14,7 +14,7 @@ import io
 from pathlib import Path
 from typing import Iterable
 
-from autoforge.rl import atomic
+from autoforge import atomic
 
 # (title, per-environment metric prefix, all-environment metric)
 ERPO_PANELS = (

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from autoforge.errors import CheckpointError, ConfigError
-from autoforge.rl import atomic
+from autoforge import atomic
 from autoforge.rl.augment import augmented_episodes
 from autoforge.rl.config import TrainConfig
 from autoforge.rl.data import CuratedData, corpus_texts, gold_episodes, sample_ids, sft_examples

@@ -160,15 +160,19 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def make_engine(url: str, *, read_only: bool = False, files: Sequence[Path] = ()) -> sa.Engine:
+def make_engine(url: str, *, read_only: bool = False, files: Sequence[Path] = (), memory_mb: int | None = None) -> sa.Engine:
     """An engine whose DuckDB connections are locked down (see the module doc).
 
     ``files``: paths DuckDB may read and write besides the warehouse (``autoforge export``'s
-    target); with none, no file outside the warehouse can be touched at all.
+    target); with none, no file outside the warehouse can be touched at all. ``memory_mb``: DuckDB's
+    ``memory_limit`` (user SQL: ``AUTOFORGE_SQL_MEMORY_MB``), set before the configuration is locked;
+    a ``?memory_limit=`` in the URL still wins (duckdb-engine applies URL settings last).
     """
     if not is_duckdb(url):
         return sa.create_engine(url, poolclass=NullPool)
     config = dict(_DUCKDB_LOCKDOWN)
+    if memory_mb is not None:
+        config["memory_limit"] = f"{int(memory_mb)}MiB"
     if files:  # turned off after allowed_paths is set (see below)
         del config["enable_external_access"], config["lock_configuration"]
     if not read_only:
@@ -419,12 +423,14 @@ def connect(
     read_only: bool = False,
     lock_timeout_s: float | None = None,
     files: Sequence[Path] = (),
+    memory_mb: int | None = None,
 ) -> Iterator[sa.Connection]:
     """Open a short-lived connection; a write connection is one transaction (commit on success).
 
     A read-only connection opens a DuckDB file read-only, and on PostgreSQL runs in a
     read-only transaction that is rolled back at the end. ``files``: paths a DuckDB
-    connection may read and write (only ``autoforge export`` needs this). A busy DuckDB file
+    connection may read and write (only ``autoforge export`` needs this). ``memory_mb``: the DuckDB
+    connection's memory limit (user SQL). A busy DuckDB file
     is retried with backoff up to ``lock_timeout_s``; then WarehouseBusyError. A damaged
     file raises WarehouseError and is left untouched.
     """
@@ -442,7 +448,7 @@ def connect(
         if not read_only:
             create_duckdb_file(path)
     try:
-        engine = make_engine(url, read_only=read_only, files=files)
+        engine = make_engine(url, read_only=read_only, files=files, memory_mb=memory_mb)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
         raise WarehouseError(
             f"cannot use warehouse URL {shown_url(url)!r}: {exc}. Install the database driver it names "

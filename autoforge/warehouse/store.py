@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from autoforge import types as T
 from autoforge.errors import ReadOnlyQueryError, WarehouseError
 from autoforge.warehouse.engine import connect, is_duckdb, resolve_url
+from autoforge.warehouse.limits import Deadline, SqlLimits, driver_interrupt, is_timeout_text, sql_limits
 
 M = TypeVar("M", bound=T.Record)
 
@@ -349,8 +350,8 @@ def _query_error(exc: BaseException) -> WarehouseError:
     if low.startswith("out of memory"):  # a reader never spills to disk: say what to change, in one line
         return WarehouseError(
             f"query failed: it needs more memory than DuckDB may use ({msg.splitlines()[0]}). Aggregate or add a "
-            "LIMIT, or raise the limit in the warehouse URL (duckdb:///PATH?memory_limit=8GB); `autoforge sql` "
-            "never spills to disk."
+            "LIMIT, or raise the limit (AUTOFORGE_SQL_MEMORY_MB=8192 for `autoforge sql`, or the warehouse URL "
+            "duckdb:///PATH?memory_limit=8GB); `autoforge sql` never spills to disk."
         )
     return WarehouseError(
         f"query failed: {msg}. Check the SQL against the warehouse's tables and views "
@@ -410,19 +411,33 @@ def _pg_rows(conn: sa.Connection, text: str, *, prepare: bool | None = None) -> 
         return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_only_check: bool = True) -> list[dict]:
+def start_deadline(conn: sa.Connection, url: str, limits: SqlLimits) -> Deadline:
+    """Put ``limits.timeout_s`` on the query about to run on ``conn``: PostgreSQL's own statement_timeout
+    (the connection is in its read-only transaction, so SET LOCAL ends with it) and, for both
+    databases, a timer that cancels the driver connection (:mod:`autoforge.warehouse.limits`)."""
+    if not is_duckdb(url):
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {max(1, int(limits.timeout_s * 1000))}")
+    return Deadline(limits.timeout_s, driver_interrupt(conn))
+
+
+def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_only_check: bool = True,
+          timeout_s: float | None = None) -> list[dict]:
     """Run one read-only query and return rows as dicts, on a read-only connection.
 
     ``read_only_check`` (user SQL, ``autoforge sql``): the statement must be one of
     ``ALLOWED_STATEMENTS``; it is classified on exactly the text the database will run. On
     DuckDB the connection cannot reach any file, URL or extension outside the warehouse; on
     PostgreSQL it is a read-only transaction, refused for roles that can read server files.
-    Internal readers pass ``read_only_check=False`` with their own fixed SQL.
+    User SQL also runs under the limits of :mod:`autoforge.warehouse.limits` (``timeout_s``, or
+    ``AUTOFORGE_SQL_TIMEOUT``; ``AUTOFORGE_SQL_MEMORY_MB``): past the deadline it raises
+    QueryTimeoutError. Internal readers pass ``read_only_check=False`` with their own fixed SQL.
     """
     url = resolve_url(warehouse)
     if read_only_check and not params:
         check_read_only(sql)  # before opening anything
-    with connect(url, read_only=True) as conn:
+    limits = sql_limits(timeout_s) if read_only_check else None
+    with connect(url, read_only=True, memory_mb=limits.memory_mb if limits else None) as conn:
+        deadline = start_deadline(conn, url, limits) if limits else None
         try:
             if read_only_check and not is_duckdb(url):
                 return _run_user_sql_postgres(conn, sql, params)
@@ -435,7 +450,12 @@ def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_o
         except WarehouseError:
             raise
         except Exception as exc:  # noqa: BLE001 - driver errors vary by backend
+            if deadline is not None and (deadline.fired or is_timeout_text(str(exc))):
+                raise deadline.error() from exc
             raise _query_error(exc) from exc
+        finally:
+            if deadline is not None:
+                deadline.stop()  # before the connection closes: the timer never touches a closed one
 
 
 def _json_fields(model: type[BaseModel]) -> set[str]:
