@@ -32,7 +32,7 @@ do-nothing trajectory (the final message only); ``verl.trainer.ppo.reward.load_r
 **Harbor** (``harbor==0.25.0``, a Python 3.12 venv: ``PYENV_VERSION=3.12.1 python3.12 -m venv``; 74 s, 427 MB;
 AutoForge's runtime is not installed there): ``autoforge export --format harbor`` writes one task folder per task;
 ``harbor lint --json`` over every folder must report nothing (Harbor's default rules) and
-``harbor.models.task.task.Task`` must load each. Then, without Docker, each picked task (``--harbor-tasks-per-env``,
+``harbor.models.task.task.Task`` must load each. Then, without Docker, each picked task (``--tasks-per-env``,
 default 2 per environment, one of each kind first) runs in a temp copy of its folder with this interpreter as
 ``$AUTOFORGE_PYTHON`` and the folder's own ``environment/`` (its copy of AutoForge's code and the bundle) on
 ``PYTHONPATH``: ``solution/solve.sh`` then ``tests/test.sh`` must write 1.0 to the reward file, ``tests/test.sh``
@@ -73,9 +73,9 @@ LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]}
              # Harbor needs Python >= 3.12; it only reads the folders (lint, Task): no AutoForge runtime in its venv
              "harbor": {"version": "0.25.0", "install": ["harbor==0.25.0"], "python": ["python3.12"],
                         "env": {"PYENV_VERSION": "3.12.1"}, "runtime": False},
-             # checked by benchmarks/interop_openenv.py and interop_verifiers.py (each: SPEC-free ``run(warehouse,
-             # relation, tmp, keep)`` with the same result keys as run_verl / run_harbor)
-             "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0"]},
+             # checked by benchmarks/interop_<library>.py (each: ``run(warehouse, relation, tmp, keep, per_env)``
+             # with the same result keys as run_harbor, and ``rewards`` per task)
+             "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0"], "torch": False},
              "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"], "torch": False},
              # NeMo Gym 0.7.0 declares Python >= 3.13.14; with only 3.13.0 here it is installed ignoring that pin
              # (benchmarks/interop_nemo_gym.py says what the check then shows). "torch": False: the bundle runtime
@@ -487,9 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inside-verl", metavar="DIR", help=argparse.SUPPRESS)  # the check, in verl's venv
     ap.add_argument("--scripts", metavar="JSON", help=argparse.SUPPRESS)  # its gold trajectories
     ap.add_argument("--inside-harbor", metavar="DIR", help=argparse.SUPPRESS)  # Harbor's loader, in its venv
-    ap.add_argument("--harbor-tasks-per-env", default="2",
-                    help="harbor: play gold and do-nothing runs of this many tasks per environment, or all "
-                         "(default 2; every folder is linted and loaded)")
+    ap.add_argument("--tasks-per-env", "--harbor-tasks-per-env", dest="tasks_per_env", default="2",
+                    help="harbor, openenv, verifiers, nemo-gym: play gold and do-nothing runs of this many tasks per "
+                         "environment, or all (default 2; verl plays every task; every Harbor folder is linted and "
+                         "loaded)")
     args = ap.parse_args(argv)
     if args.inside_harbor:
         print(json.dumps({"harbor_check": harbor_check(args.inside_harbor)}))
@@ -511,14 +512,14 @@ def main(argv: list[str] | None = None) -> int:
         for lib in libraries:
             t0 = time.perf_counter()
             keep = args.keep / lib if args.keep and len(libraries) > 1 else args.keep
+            per_env = None if args.tasks_per_env == "all" else int(args.tasks_per_env)
             if lib == "harbor":
-                per_env = None if args.harbor_tasks_per_env == "all" else int(args.harbor_tasks_per_env)
                 res = run_harbor(warehouse, args.relation, tmp, keep, per_env=per_env)
             elif lib == "verl":
                 res = run_verl(warehouse, args.relation, tmp, keep)
             else:  # benchmarks/interop_<lib>.py
                 module = importlib.import_module(f"interop_{lib.replace('-', '_')}")
-                res = module.run(warehouse, args.relation, tmp, keep)
+                res = module.run(warehouse, args.relation, tmp, keep, per_env=per_env)
             res["check_s"] = round(time.perf_counter() - t0, 1)
             print(line(res), flush=True)
             if args.json:

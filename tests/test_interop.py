@@ -31,6 +31,7 @@ def test_verl_runs_the_export_with_its_own_code():
     assert re.fullmatch(r"verl 0\.9\.1: gold 1\.0 noop 0\.0 \(\d+ tasks, 3 envs\)", lines[0]), lines
     res = json.loads(lines[1])
     assert res["live_equals_score"] and not res["bad"] and res["tasks"] >= 6
+    assert any(ln.startswith("rewards agree:") for ln in lines), lines  # the bundle runtime's and TRL's rewards
     assert {"state", "answer"} <= set(res["kinds"])
     for py in (interop.venv_python("verl"), Path(sys.executable)):  # neither venv's pins leak into the other
         check = subprocess.run([str(py), "-m", "pip", "check"], capture_output=True, text=True, timeout=300)
@@ -42,13 +43,16 @@ def test_verl_runs_the_export_with_its_own_code():
 def test_harbor_checks_the_export_with_its_own_code():
     """``harbor lint`` clean and ``Task(dir)`` for every exported task folder (Harbor 0.25.0, Python 3.12 venv);
     then, without Docker, solve.sh + test.sh write 1.0 and test.sh alone 0.0 on 2 tasks per environment."""
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interop.py"), "--only", "harbor", "--json"],
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interop.py"), "--only", "harbor", "--json",
+                          "--tasks-per-env", "all"],
                          capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert re.fullmatch(r"harbor 0\.25\.0: gold 1\.0 noop 0\.0 \(\d+ tasks, 3 envs\)", lines[0]), lines
     res = json.loads(lines[1])
     assert not res["bad"] and res["lint_findings"] == 0 and res["loaded"] == res["exported"] >= 6
+    assert res["tasks"] == res["exported"]  # every exported task played, gold and do-nothing
+    assert any(ln.startswith("rewards agree:") for ln in lines), lines  # the bundle runtime's and TRL's rewards
     assert {"state", "answer"} <= set(res["kinds"])
     check = subprocess.run([str(interop.venv_python("harbor")), "-m", "pip", "check"], capture_output=True, text=True,
                            timeout=300)

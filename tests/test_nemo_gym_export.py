@@ -138,13 +138,14 @@ def test_a_tool_named_like_a_nemo_gym_route_is_refused(monkeypatch, export):
 @pytest.mark.skipif(interop.venv_python("nemo-gym") is None,
                     reason=f"no NeMo Gym venv at {interop.venv_of('nemo-gym')} (python benchmarks/interop.py --setup)")
 def test_nemo_gym_serves_the_export_with_its_own_code():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interop.py"), "--only", "nemo-gym", "--json"],
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "interop.py"), "--only", "nemo-gym", "--json",
+                          "--tasks-per-env", "all"],
                          capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     lines = out.stdout.strip().splitlines()
     assert re.fullmatch(r"nemo-gym 0\.7\.0: gold 1\.0 noop 0\.0 \(\d+ tasks, 3 envs\)", lines[0]), lines
     res = json.loads(lines[1])
-    assert not res["bad"] and {"state", "answer"} <= set(res["kinds"])
+    assert not res["bad"] and {"state", "answer"} <= set(res["kinds"]) and res["tasks"] == res["exported"]
     assert all(r["reverify"] == 1.0 for r in res["rewards"].values())
     assert lines[2].startswith("rewards agree:"), lines
     check = subprocess.run([str(interop.venv_python("nemo-gym")), "-m", "pip", "check"], capture_output=True,

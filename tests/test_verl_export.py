@@ -281,7 +281,7 @@ def test_a_moved_export_and_a_bundle_without_the_warehouse(export, bundle, tmp_p
     assert again == rows and (out / "tools.yaml").read_text().split("\n", 3)[3] == \
         (export / "tools.yaml").read_text().split("\n", 3)[3]
     assert main(["export", "--format", "hf", "--bundle", str(bundle.root), "--out", str(tmp_path / "x")]) == 2
-    assert "--format verl only" in capsys.readouterr().err
+    assert "--bundle is read by the trainer formats" in capsys.readouterr().err
     assert main(["export", "--format", "verl", "--out", str(tmp_path / "x")]) == 2
     assert "--bundle DIR" in capsys.readouterr().err
     assert main(["export", "tasks", "--format", "verl", "--bundle", str(bundle.root),

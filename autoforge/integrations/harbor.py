@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from autoforge.errors import ConfigError
-from autoforge.integrations.bundle import Bundle, write_bundle
+from autoforge.integrations.bundle import Bundle
 from autoforge.integrations.hf import ExportResult
 from autoforge.integrations.outdir import staged_dir, write_marker
 
@@ -192,21 +192,13 @@ def instruction_md(bundle: Bundle, task_id: str) -> str:
 def export_harbor(warehouse: str | None, relation: str | None, out: str, *, bundle: str | None = None) -> ExportResult:
     """Write the Harbor task folders (see the module docstring) of ``relation`` (a tasks relation of the
     warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.verl import export_source
+    from autoforge.integrations.verl import checked_golds, export_source, stage_bundle
 
     target, source = export_source(warehouse, relation, out, "harbor", bundle)
     reqs = requirements()
     with staged_dir(target) as tmp:
-        if source is not None:
-            shutil.copytree(source.root, tmp / STAGED_BUNDLE)
-        else:
-            write_bundle(warehouse, relation, tmp / STAGED_BUNDLE)
-        b = Bundle.load(tmp / STAGED_BUNDLE)
-        golds = gold_trajectories(b)
-        bad = {t: g["reward"] for t, g in golds.items() if g["reward"] != 1.0}
-        if bad:
-            raise ConfigError(f"the oracle's trajectory does not score 1.0 on {len(bad)} task(s) ({bad}); "
-                              "solution/solve.sh would not solve them")
+        b = stage_bundle(tmp, warehouse, relation, source, STAGED_BUNDLE)
+        golds = checked_golds(b, "solution/solve.sh would not solve them")
         splits: dict[str, int] = {}
         code = tmp / ".autoforge-code"
         _copy_code(code)

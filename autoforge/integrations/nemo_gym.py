@@ -28,13 +28,12 @@ drive it; ``app.py`` is the thin NeMo Gym wrapper. NeMo Gym 0.7 needs Python >= 
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 from autoforge.errors import ConfigError
-from autoforge.integrations.bundle import USER_TOOL, Bundle, write_bundle
+from autoforge.integrations.bundle import USER_TOOL, Bundle
 from autoforge.integrations.hf import ExportResult
 from autoforge.integrations.outdir import staged_dir, write_marker
 
@@ -253,18 +252,15 @@ def export_nemo_gym(warehouse: str | None, relation: str | None, out: str, *, bu
     """Write the NeMo Gym resources server folder (see the module docstring) of ``relation`` (a tasks relation of
     the warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
     from autoforge.integrations.harbor import _copy_code, requirements
-    from autoforge.integrations.verl import export_source
+    from autoforge.integrations.verl import checked_golds, export_source, stage_bundle
 
     target, source = export_source(warehouse, relation, out, "nemo-gym", bundle)
     reqs = requirements()
     with staged_dir(target) as tmp:
         root = tmp / "resources_servers" / SERVER
         root.mkdir(parents=True)
-        if source is not None:
-            shutil.copytree(source.root, root / "bundle")
-        else:
-            write_bundle(warehouse, relation, root / "bundle")
-        b = Bundle.load(root / "bundle")
+        b = stage_bundle(root, warehouse, relation, source, "bundle")
+        checked_golds(b, "verify would not give them 1.0")
         names = tool_names(b)
         splits: dict[str, int] = {}
         (root / "data").mkdir()

@@ -27,7 +27,7 @@ from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
 from autoforge.errors import ConfigError
-from autoforge.integrations.bundle import Bundle, write_bundle
+from autoforge.integrations.bundle import Bundle
 from autoforge.integrations.harbor import RUNTIME_PACKAGES, _copy_code, gold_trajectories
 from autoforge.integrations.hf import ExportResult
 from autoforge.integrations.outdir import staged_dir, write_marker
@@ -157,15 +157,11 @@ def export_verifiers(warehouse: str | None, relation: str | None, out: str, *,
                      bundle: str | None = None) -> ExportResult:
     """Write the verifiers package (see the module docstring) of ``relation`` (a tasks relation of the
     warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.verl import export_source
+    from autoforge.integrations.verl import export_source, stage_bundle
 
     target, source = export_source(warehouse, relation, out, "verifiers", bundle)
     with staged_dir(target) as tmp:
-        if source is not None:
-            shutil.copytree(source.root, tmp / STAGED_BUNDLE)
-        else:
-            write_bundle(warehouse, relation, tmp / STAGED_BUNDLE)
-        rel = Bundle.load(tmp / STAGED_BUNDLE).manifest.source.relation or ""
+        rel = stage_bundle(tmp, warehouse, relation, source, STAGED_BUNDLE).manifest.source.relation or ""
         info = write_package(tmp, tmp / STAGED_BUNDLE, relation=rel)
         write_marker(tmp, "verifiers", {"relation": rel, "splits": info["splits"], "tasks": info["tasks"],
                                         "environments": len(info["envs"]), "package": PACKAGE,
