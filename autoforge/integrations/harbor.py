@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from autoforge.errors import ConfigError
-from autoforge.integrations.bundle import Bundle
+from autoforge.integrations.bundle import Bundle, write_bundle
 from autoforge.integrations.hf import ExportResult
 from autoforge.integrations.outdir import staged_dir, write_marker
 
@@ -189,10 +189,31 @@ def instruction_md(bundle: Bundle, task_id: str) -> str:
     return INSTRUCTION.format(system=p.system.strip(), user=p.user.strip(), cli=CLI, tools="\n\n".join(tools))
 
 
+def stage_bundle(tmp: Path, warehouse: str | None, relation: str | None, source: Bundle | None,
+                 name: str = ".bundle") -> Bundle:
+    """The bundle a trainer export is built around, in its staging folder ``tmp``: a copy of ``source`` (a
+    --bundle), else written from ``relation``; loaded and checked."""
+    if source is not None:
+        shutil.copytree(source.root, tmp / name)
+    else:
+        write_bundle(warehouse, relation, tmp / name)
+    return Bundle.load(tmp / name)
+
+
+def checked_golds(bundle: Bundle, why: str) -> dict[str, dict[str, Any]]:
+    """The oracle's trajectory per task (:func:`autoforge.integrations.harbor.gold_trajectories`); ConfigError
+    when one does not score 1.0 (``why``: what the export would then ship broken)."""
+    golds = gold_trajectories(bundle)
+    bad = {t: g["reward"] for t, g in golds.items() if g["reward"] != 1.0}
+    if bad:
+        raise ConfigError(f"the oracle's trajectory does not score 1.0 on {len(bad)} task(s) ({bad}); {why}")
+    return golds
+
+
 def export_harbor(warehouse: str | None, relation: str | None, out: str, *, bundle: str | None = None) -> ExportResult:
     """Write the Harbor task folders (see the module docstring) of ``relation`` (a tasks relation of the
     warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.verl import checked_golds, export_source, stage_bundle
+    from autoforge.integrations.verl import export_source
 
     target, source = export_source(warehouse, relation, out, "harbor", bundle)
     reqs = requirements()

@@ -315,7 +315,8 @@ def write_package(b: Bundle, env_id: str, d: Path, code: Path, deps: list[str]) 
 def export_openenv(warehouse: str | None, relation: str | None, out: str, *, bundle: str | None = None) -> ExportResult:
     """Write the OpenEnv environment packages (see the module docstring) of ``relation`` (a tasks relation of the
     warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.verl import checked_golds, export_source, stage_bundle
+    from autoforge.integrations.harbor import checked_golds, stage_bundle
+    from autoforge.integrations.verl import export_source
 
     target, source = export_source(warehouse, relation, out, "openenv", bundle)
     deps = runtime_requirements()

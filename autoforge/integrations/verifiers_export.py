@@ -157,7 +157,8 @@ def export_verifiers(warehouse: str | None, relation: str | None, out: str, *,
                      bundle: str | None = None) -> ExportResult:
     """Write the verifiers package (see the module docstring) of ``relation`` (a tasks relation of the
     warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.verl import export_source, stage_bundle
+    from autoforge.integrations.harbor import stage_bundle
+    from autoforge.integrations.verl import export_source
 
     target, source = export_source(warehouse, relation, out, "verifiers", bundle)
     with staged_dir(target) as tmp:

@@ -324,29 +324,6 @@ def export_source(warehouse: str | None, relation: str | None, out: str, fmt: st
     return target, None
 
 
-def stage_bundle(tmp: Path, warehouse: str | None, relation: str | None, source: Bundle | None,
-                 name: str = ".bundle") -> Bundle:
-    """The bundle a trainer export is built around, in its staging folder ``tmp``: a copy of ``source`` (a
-    --bundle), else written from ``relation``; loaded and checked."""
-    if source is not None:
-        shutil.copytree(source.root, tmp / name)
-    else:
-        write_bundle(warehouse, relation, tmp / name)
-    return Bundle.load(tmp / name)
-
-
-def checked_golds(bundle: Bundle, why: str) -> dict[str, dict[str, Any]]:
-    """The oracle's trajectory per task (:func:`autoforge.integrations.harbor.gold_trajectories`); ConfigError
-    when one does not score 1.0 (``why``: what the export would then ship broken)."""
-    from autoforge.integrations.harbor import gold_trajectories
-
-    golds = gold_trajectories(bundle)
-    bad = {t: g["reward"] for t, g in golds.items() if g["reward"] != 1.0}
-    if bad:
-        raise ConfigError(f"the oracle's trajectory does not score 1.0 on {len(bad)} task(s) ({bad}); {why}")
-    return golds
-
-
 def export_verl(warehouse: str | None, relation: str | None, out: str, *, bundle: str | None = None,
                 tool_schema: str = "full") -> ExportResult:
     """Write the verl folder (see the module docstring) of ``relation`` (a tasks relation of the warehouse), or,
