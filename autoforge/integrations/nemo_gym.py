@@ -251,8 +251,7 @@ def export_nemo_gym(warehouse: str | None, relation: str | None, out: str, *, bu
                     license: str = "see the tool docs' sources") -> ExportResult:
     """Write the NeMo Gym resources server folder (see the module docstring) of ``relation`` (a tasks relation of
     the warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.harbor import _copy_code, requirements
-    from autoforge.integrations.harbor import checked_golds, stage_bundle
+    from autoforge.integrations.harbor import _copy_code, checked_golds, requirements, stage_bundle
     from autoforge.integrations.verl import export_source
 
     target, source = export_source(warehouse, relation, out, "nemo-gym", bundle)
