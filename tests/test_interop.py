@@ -77,3 +77,24 @@ def test_harbor_export_plays_without_harbor(three_env_corpus, tmp_path):
     answer = next(d for d in dirs if 'autoforge_kind = "answer"' in (d / "task.toml").read_text())
     assert interop.play_harbor_task(answer, tmp_path / "gold", gold=True) == 1.0
     assert interop.play_harbor_task(answer, tmp_path / "noop", gold=False) == 0.0
+
+
+def test_harbor_export_of_a_moved_bundle_plays_with_the_warehouse_deleted(three_env_corpus, tmp_path):
+    """Issue 35's done-when for Harbor: a bundle written, its warehouse deleted, the bundle moved; the export from it
+    still plays: a state task's solve.sh + test.sh 1.0, test.sh alone 0.0."""
+    import shutil
+
+    from autoforge.integrations.bundle import write_bundle
+    from autoforge.integrations.harbor import export_harbor
+
+    copy = tmp_path / "wh.duckdb"
+    shutil.copyfile(three_env_corpus, copy)
+    write_bundle(str(copy), "v_curated_tasks", tmp_path / "b1")
+    copy.unlink()
+    shutil.move(str(tmp_path / "b1"), str(tmp_path / "moved"))
+    out = tmp_path / "harbor"
+    export_harbor(None, None, str(out), bundle=str(tmp_path / "moved"))
+    state = next(d for d in sorted(out.iterdir())
+                 if (d / "task.toml").is_file() and 'autoforge_kind = "state"' in (d / "task.toml").read_text())
+    assert interop.play_harbor_task(state, tmp_path / "gold", gold=True) == 1.0
+    assert interop.play_harbor_task(state, tmp_path / "noop", gold=False) == 0.0
