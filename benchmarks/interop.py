@@ -153,6 +153,18 @@ def child_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def inside(py: Path, argv: list[str], key: str, what: str, env: dict[str, str], timeout: float,
+           cwd: Path | None = None) -> dict:
+    """Run a check in a library's venv (``py argv``) and return the JSON it printed as ``{"<key>": ...}`` on one
+    line; RuntimeError with the tail of its output when it failed or printed none."""
+    proc = subprocess.run([str(py), *argv], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(f"{{\"{key}\"")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the {what} check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                           f"{proc.stderr[-6000:]}")
+    return json.loads(lines[-1])[key]
+
+
 def run_verl(warehouse: str, relation: str, tmp: Path, keep: Path | None = None) -> dict:
     """Export ``relation`` for verl, then check the folder in verl's venv; its result (see the module docstring)."""
     from autoforge.integrations.verl import export_verl
@@ -164,13 +176,8 @@ def run_verl(warehouse: str, relation: str, tmp: Path, keep: Path | None = None)
     export_verl(warehouse, relation, str(out))
     scripts = tmp / "verl_gold.json"
     scripts.write_text(json.dumps(oracle_scripts(out / "bundle")))
-    proc = subprocess.run([str(py), __file__, "--inside-verl", str(out), "--scripts", str(scripts)],
-                          capture_output=True, text=True, env=child_env(tmp), timeout=1800)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{\"verl_check\"")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the verl check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-6000:]}")
-    return json.loads(lines[-1])["verl_check"]
+    return inside(py, [__file__, "--inside-verl", str(out), "--scripts", str(scripts)], "verl_check", "verl",
+                  child_env(tmp), 1800)
 
 
 def _pick(tasks: list[tuple[str, str, str]], per_env: int | None) -> list[str]:
@@ -220,13 +227,7 @@ def run_harbor(warehouse: str, relation: str, tmp: Path, keep: Path | None = Non
     dirs = sorted(p for p in out.iterdir() if (p / "task.toml").is_file())
     lint = subprocess.run([str(py.parent / "harbor"), "lint", "--json", *map(str, dirs)], capture_output=True,
                           text=True, env=child_env(tmp), timeout=600)
-    proc = subprocess.run([str(py), __file__, "--inside-harbor", str(out)], capture_output=True, text=True,
-                          env=child_env(tmp), timeout=600)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{\"harbor_check\"")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the Harbor check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-6000:]}")
-    loaded = json.loads(lines[-1])["harbor_check"]
+    loaded = inside(py, [__file__, "--inside-harbor", str(out)], "harbor_check", "Harbor", child_env(tmp), 600)
     bad: list = []
     try:
         findings = json.loads(lint.stdout)

@@ -18,7 +18,6 @@ session (NeMo Gym's ``reverify``) replays it: 1.0 again.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,13 +43,8 @@ def run(warehouse: str, relation: str, tmp: Path, keep: Path | None = None, per_
     picked = interop._pick([(r["autoforge_task_id"], r["autoforge_env"], r["autoforge_kind"]) for r in rows], per_env)
     plan = tmp / "nemo_gym_plan.json"
     plan.write_text(json.dumps({t: scripts[t] for t in picked}))
-    proc = subprocess.run([str(py), __file__, str(server), str(plan)], capture_output=True, text=True,
-                          env=interop.child_env(tmp), timeout=1200)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{\"nemo_gym_check\"")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the NeMo Gym check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-6000:]}")
-    res = json.loads(lines[-1])["nemo_gym_check"]
+    res = interop.inside(py, [__file__, str(server), str(plan)], "nemo_gym_check", "NeMo Gym",
+                         interop.child_env(tmp), 1200)
     meta = {r["autoforge_task_id"]: r for r in rows}
     rewards = res["rewards"]
     bad = [(t, r) for t, r in rewards.items() if (r["gold"], r["noop"], r["reverify"]) != (1.0, 0.0, 1.0)]

@@ -86,13 +86,7 @@ def run(warehouse: str | None, relation: str | None, tmp: Path, keep: Path | Non
     env = interop.child_env(tmp)
     env.pop("PYTHONPATH")  # no AutoForge checkout: each server runs its package's vendored copy
     t1 = time.perf_counter()
-    proc = subprocess.run([str(py), __file__, "--inside", str(spec)], capture_output=True, text=True, env=env,
-                          timeout=1500, cwd=tmp)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{\"openenv_check\"")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the OpenEnv check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-6000:]}")
-    res = json.loads(lines[-1])["openenv_check"]
+    res = interop.inside(py, [__file__, "--inside", str(spec)], "openenv_check", "OpenEnv", env, 1500, cwd=tmp)
     inside_s = time.perf_counter() - t1
     gold = [(t, r["gold"]) for t, r in res["rewards"].items()]
     noop = [(t, r["noop"]) for t, r in res["rewards"].items()]

@@ -73,13 +73,8 @@ def run(warehouse: str, relation: str, tmp: Path, keep: Path | None = None, per_
     validated = vf_validate(py, tmp, env)
     spec = tmp / "verifiers_play.json"
     spec.write_text(json.dumps({"scripts": scripts, "picked": picked}))
-    proc = subprocess.run([str(py), __file__, "--inside", str(out), "--spec", str(spec)], capture_output=True,
-                          text=True, env=env, timeout=1500)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{\"verifiers_check\"")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the verifiers check failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                           f"{proc.stderr[-6000:]}")
-    res = json.loads(lines[-1])["verifiers_check"]
+    res = interop.inside(py, [__file__, "--inside", str(out), "--spec", str(spec)], "verifiers_check", "verifiers",
+                         env, 1500)
     meta = {r["task_id"]: r for r in rows}
     bad = list(res["bad"]) + validated["bad"]
     bad += [(t, "engine", s["engine_reward"]) for t, s in scripts.items() if s["engine_reward"] != 1.0]

@@ -34,28 +34,14 @@ from pathlib import Path
 import pytest
 
 from autoforge.pipeline import FactoryParams, run_factory
+from test_faults import FAST, SHOP_DOC  # the small batch (8 curated tasks) and the second writer's tool doc
+from test_faults import TABLES as FAULT_TABLES
 
 pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
-FAST = {"max_envs": 2, "tasks_per_env": 4, "seed": 0}  # tests/test_faults.py's small batch: 8 curated tasks
-TABLES = ("runs", "tool_docs", "tool_specs", "toolsets", "environments", "tool_code", "tool_graphs", "tool_sequences",
-          "task_dags", "tasks", "verification_results", "rejections", "llm_calls", "episodes", "eval_results")
+TABLES = (*FAULT_TABLES, "episodes", "eval_results")
 EVAL_TABLES = ("episodes", "eval_results")
-SHOP_DOC = {  # one small tool doc for the second writer (`autoforge ingest`)
-    "description": "A small shop: users and orders. Ids: users U0001, orders O0001.",
-    "tools": [
-        {"type": "function", "function": {
-            "name": "get_user", "description": "Get a user's profile by id.",
-            "parameters": {"type": "object", "properties": {"user_id": {"type": "string", "description": "User id, e.g. 'U0001'."}},
-                           "required": ["user_id"]}}},
-        {"type": "function", "function": {
-            "name": "cancel_order", "description": "Cancel a pending or processing order.",
-            "parameters": {"type": "object", "properties": {
-                "order_id": {"type": "string", "description": "Order id, e.g. 'O0001'."}},
-                "required": ["order_id"]}}},
-    ],
-}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -297,9 +283,9 @@ def test_ingest_while_eval_plays_runs_at_once_and_both_finish(wh, before, refere
     snap = snapshot(wh)
     assert not snap["violations"], snap["violations"][:10]
     assert _eval_rows(snap) == _eval_rows(reference)  # the evaluation is whole, and once
-    assert _shop(wh) == [{"name": "shop", "n_tools": 2}]  # the ingest is there, and once
+    assert _shop(wh) == [{"name": "shop", "n_tools": len(SHOP_DOC["tools"])}]  # the ingest is there, and once
     assert snap["counts"]["tool_docs"] == before["counts"]["tool_docs"] + 1
-    assert snap["counts"]["tool_specs"] == before["counts"]["tool_specs"] + 2
+    assert snap["counts"]["tool_specs"] == before["counts"]["tool_specs"] + len(SHOP_DOC["tools"])
 
 
 def test_writer_during_the_eval_write_gets_the_busy_error_or_waits_and_nothing_is_lost(wh, before, reference,
@@ -329,7 +315,7 @@ def test_writer_during_the_eval_write_gets_the_busy_error_or_waits_and_nothing_i
     snap = snapshot(wh)
     assert not snap["violations"], snap["violations"][:10]
     assert _eval_rows(snap) == _eval_rows(reference)
-    assert _shop(wh) == [{"name": "shop", "n_tools": 2}]  # the patient ingest, once; the impatient one left nothing
+    assert _shop(wh) == [{"name": "shop", "n_tools": len(SHOP_DOC["tools"])}]  # the patient ingest, once; the impatient one left nothing
     assert snap["counts"]["tool_docs"] == before["counts"]["tool_docs"] + 1
     for table in ("tasks", "task_dags", "environments", "tool_code", "verification_results"):
         assert snap["counts"][table] == before["counts"][table], table  # the factory's rows are all still there

@@ -23,7 +23,7 @@ import json
 import re
 import shlex
 import shutil
-from importlib.metadata import PackageNotFoundError, version
+from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +162,24 @@ def requirements() -> str:
             raise ConfigError(f"--format harbor pins the bundle runtime's dependencies as installed here; {p} is not "
                               "installed") from None
     return "\n".join(lines) + "\n"
+
+
+def runtime_requirements() -> list[str]:
+    """The bundle runtime's dependencies with AutoForge's own version ranges (its installed metadata; bare names
+    where AutoForge is not installed)."""
+    names = {p.lower() for p in RUNTIME_PACKAGES if p != "pydantic-core"}
+    try:
+        reqs = requires("autoforge") or []
+    except PackageNotFoundError:
+        reqs = []
+    out = {}
+    for r in reqs:
+        if "extra ==" in r:
+            continue
+        name = re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].strip().lower()
+        if name in names:
+            out[name] = r.split(";")[0].strip()
+    return [out.get(n, n) for n in sorted(names)]
 
 
 def _copy_code(dst: Path) -> None:

@@ -31,7 +31,6 @@ import hashlib
 import json
 import re
 import shutil
-from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 from typing import Any
 
@@ -237,20 +236,6 @@ def class_name(module: str) -> str:
     return "".join(w.capitalize() for w in module[: -len("_env")].split("_"))
 
 
-def runtime_requirements() -> list[str]:
-    """The bundle runtime's dependencies with AutoForge's own ranges (its installed metadata)."""
-    try:
-        declared = requires("autoforge") or []
-    except PackageNotFoundError:
-        declared = []
-    out = []
-    for name in RUNTIME_PACKAGES:
-        spec = next((r for r in declared if ";" not in r and re.split(r"[<>=!~ \[]", r, maxsplit=1)[0].lower()
-                     == name), None)
-        out.append(spec or name)
-    return out
-
-
 def sub_bundle(bundle: Bundle, env_id: str, dst: Path) -> Bundle:
     """A bundle at ``dst`` of one environment of ``bundle`` (its files as they are, a manifest of them: what
     ``autoforge bundle --env`` would write)."""
@@ -315,7 +300,7 @@ def write_package(b: Bundle, env_id: str, d: Path, code: Path, deps: list[str]) 
 def export_openenv(warehouse: str | None, relation: str | None, out: str, *, bundle: str | None = None) -> ExportResult:
     """Write the OpenEnv environment packages (see the module docstring) of ``relation`` (a tasks relation of the
     warehouse), or, with ``bundle``, of that bundle's tasks (no warehouse read)."""
-    from autoforge.integrations.harbor import checked_golds, stage_bundle
+    from autoforge.integrations.harbor import checked_golds, runtime_requirements, stage_bundle
     from autoforge.integrations.verl import export_source
 
     target, source = export_source(warehouse, relation, out, "openenv", bundle)

@@ -21,14 +21,12 @@ the package with verifiers' own code (docs/trainers.md, "verifiers").
 from __future__ import annotations
 
 import json
-import re
 import shutil
-from importlib.metadata import PackageNotFoundError, requires
 from pathlib import Path
 
 from autoforge.errors import ConfigError
 from autoforge.integrations.bundle import Bundle
-from autoforge.integrations.harbor import RUNTIME_PACKAGES, _copy_code, gold_trajectories
+from autoforge.integrations.harbor import _copy_code, gold_trajectories, runtime_requirements
 from autoforge.integrations.hf import ExportResult
 from autoforge.integrations.outdir import staged_dir, write_marker
 from autoforge.integrations.verifiers_runtime import GOLD_FILE, TASKS_FILE, task_table
@@ -97,24 +95,6 @@ vf-eval {dist} --env.agent.harness.id null --env.agent.runtime.type subprocess \
 `--env.taskset.split train|test`, `--env.taskset.env NAME` and `--env.taskset.kind state|answer|boundary` narrow
 the tasks. Use a harness that offers MCP tools to the model (`null`: a plain chat loop; `bash` adds its own tools).
 """
-
-
-def runtime_requirements() -> list[str]:
-    """The bundle runtime's dependencies with AutoForge's own version ranges (its installed metadata; bare names
-    where AutoForge is not installed)."""
-    names = {p.lower() for p in RUNTIME_PACKAGES if p != "pydantic-core"}
-    try:
-        reqs = requires("autoforge") or []
-    except PackageNotFoundError:
-        reqs = []
-    out = {}
-    for r in reqs:
-        if "extra ==" in r:
-            continue
-        name = re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0].strip().lower()
-        if name in names:
-            out[name] = r.split(";")[0].strip()
-    return [out.get(n, n) for n in sorted(names)]
 
 
 def write_package(root: Path, bundle_dir: Path, *, package: str = PACKAGE, relation: str = "") -> dict:
