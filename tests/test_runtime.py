@@ -202,6 +202,27 @@ def test_limits_stop_code_that_passes_the_static_checks(hostile, tool, kind, fra
     assert hostile.state_hash() == state_hash(mock_state())
 
 
+def test_a_starved_worker_is_not_timed_out_but_a_busy_one_is(hostile):
+    """The deadline is a CPU budget: a worker that waited for a core (here: stopped for 2.5 budgets)
+    finishes its call; a spinning one is stopped at its budget however busy the machine is."""
+    import signal
+    import threading
+
+    hostile.reset(mock_state())
+    hostile.call("get_order", {"order_id": "O0001"})  # the worker is started and warm
+    pid = hostile._worker.pid
+    os.kill(pid, signal.SIGSTOP)
+    threading.Timer(2.5, os.kill, (pid, signal.SIGCONT)).start()
+    started = time.monotonic()
+    obs = hostile.call("cancel_order", {"order_id": "O0001", "reason": "after a stall"})
+    assert obs.ok, obs
+    assert time.monotonic() - started >= 2.4 and hostile._worker.pid == pid  # it waited; no new worker
+    assert hostile.get_state()["orders"]["O0001"]["status"] == "cancelled"
+    started = time.monotonic()
+    obs = hostile.call("spin", {})
+    assert obs.kind == "timeout" and time.monotonic() - started < 2 * _worker_client.STARVED_WALL_FACTOR
+
+
 def test_closed_environments_hand_their_worker_to_the_next():
     from autoforge.envs import _worker_client
 

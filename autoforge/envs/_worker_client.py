@@ -32,6 +32,13 @@ from autoforge.errors import SandboxError
 # the environment's ``timeout_s``.
 START_TIMEOUT_S = 60.0
 ADMIN_TIMEOUT_S = 30.0
+# A tool call's deadline is a CPU budget, not a wall-clock one: when the wall-clock deadline
+# passes while the worker has used less than half of it in CPU (the machine was busy, the
+# worker waited for a core), the deadline moves on by one budget, up to STARVED_WALL_FACTOR
+# budgets in all. So a loaded machine does not turn a correct call into a timeout (episode
+# rewards stay the same under load), while a loop is still stopped at its budget.
+STARVED_WALL_FACTOR = 10
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -97,7 +104,25 @@ class WorkerProcess:
         return self.proc.pid
 
     # ------------------------------------------------------------------ framing
-    def _read_frame(self, deadline: float) -> bytes:
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds the worker has used so far (Linux ``/proc``); None where that cannot be read."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def _starved(self, started: tuple[float, float | None], budget: float) -> bool:
+        """Past the wall deadline: did the worker use under half its budget in CPU, within the wall cap?"""
+        wall0, cpu0 = started
+        if cpu0 is None or time.monotonic() - wall0 >= STARVED_WALL_FACTOR * budget:
+            return False
+        cpu = self.cpu_seconds()
+        return cpu is not None and cpu - cpu0 < budget / 2
+
+    def _read_frame(self, deadline: float, started: tuple[float, float | None] | None = None,
+                    budget: float = 0.0) -> bytes:
         buf = self._buf
         need = HEADER.size
         while True:
@@ -113,6 +138,9 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._poll.poll(max(0, int(remaining * 1000) + 1)):
                 if time.monotonic() < deadline:
+                    continue
+                if started is not None and self._starved(started, budget):
+                    deadline += budget
                     continue
                 raise self._die("timeout", None)
             chunk = os.read(self._r, max(need - len(buf), 65536))
@@ -154,14 +182,15 @@ class WorkerProcess:
             self._ready = True
         frame = HEADER.pack(len(payload)) + payload
         self.bytes_sent += len(frame)
+        budget = self.timeout_s if timeout_s is None else timeout_s
+        started = (time.monotonic(), self.cpu_seconds())
         try:
             view = memoryview(frame)
             while view:
                 view = view[os.write(self._w, view):]
         except (BrokenPipeError, OSError):
             raise self._die("crashed", None) from None
-        deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
-        reply = loads(self._read_frame(deadline))
+        reply = loads(self._read_frame(started[0] + budget, started, budget))
         if reply and (reply[0] == "memory_limit" or reply[-1] == "retired"):  # it answers, then exits: reap it
             self.dead = True
             self._finalizer()
