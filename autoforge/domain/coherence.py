@@ -24,6 +24,7 @@ state (:func:`autoforge.envs.sample.sample_state`) and to every task's world
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any
@@ -194,6 +195,9 @@ NONNEGATIVE = ("balance", "stock", "quantity", "qty", "count", "inventory", "ava
                "units", "age")
 
 
+_NONNEGATIVE = frozenset(NONNEGATIVE)
+
+
 def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -212,6 +216,7 @@ def _priced(items: Any) -> float | None:
     return round(total, 2)
 
 
+@lru_cache(maxsize=8192)  # asked for every field of every record of every world: the answer is the name's
 def _count_target(name: str) -> str | None:
     """The listed thing a count field counts: ``item_count`` / ``num_items`` / ``number_of_items`` -> items."""
     m = re.match(r"^(?:num|n|number_of|count_of|total)_(\w+)$", name) or re.match(r"^(\w+)_count$", name)
@@ -226,9 +231,8 @@ def _settle_record(rec: dict, children_total: float | None = None, child_counts:
             for item in v:
                 if isinstance(item, dict):
                     _settle_record(item)
-    words = {k: set(k.split("_")) for k in rec}
     for k, v in rec.items():  # never negative: a balance, a stock, a count
-        if _number(v) and v < 0 and words[k] & set(NONNEGATIVE):
+        if _number(v) and v < 0 and not _NONNEGATIVE.isdisjoint(k.split("_")):
             rec[k] = type(v)(-v)
     total_key = next((k for k in TOTAL_KEYS if k in rec and _number(rec[k])), None)
     if total_key:

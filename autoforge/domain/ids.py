@@ -179,11 +179,12 @@ def uuid_for(collection: str, n: int) -> str:
     return str(uuid.UUID(bytes=hashlib.sha256(f"{collection}/{n}".encode()).digest()[:16], version=4))
 
 
-def make_id(coll: CollectionSpec, n: int, width: int | None = None) -> str:
+def make_id(coll: CollectionSpec, n: int, width: int | None = None, *, style: IdStyle | None = None) -> str:
     """The state key of record number ``n`` (1-based) of ``coll``, in its docs' style: ``"42"`` for
     integer ids, a version-4 UUID made from the collection and ``n`` for UUID ids (the same in every
-    process), else the prefix and ``width`` digits (default the collection's): ``BK-0042``."""
-    style = id_style(coll)
+    process), else the prefix and ``width`` digits (default the collection's): ``BK-0042``. ``style``:
+    ``id_style(coll)``, where the caller knows it already."""
+    style = style or id_style(coll)
     if style == "integer":
         return str(n)
     if style == "uuid":

@@ -77,6 +77,7 @@ class WorkerProcess:
         self.checks = 0  # determinism checks run so far (role "check")
         self.resident: set[str] = set()  # keys of the states sent to it (it may have dropped some since)
         self.bytes_sent = 0  # request bytes written to it (tests count what a reset sends)
+        self.last_frame: bytes | None = None  # the last reply, undecoded
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         env = {"PYTHONHASHSEED": str(self.hash_seed), "PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -190,7 +191,8 @@ class WorkerProcess:
                 view = view[os.write(self._w, view):]
         except (BrokenPipeError, OSError):
             raise self._die("crashed", None) from None
-        reply = loads(self._read_frame(started[0] + budget, started, budget))
+        self.last_frame = self._read_frame(started[0] + budget, started, budget)  # (Environment keeps state replies)
+        reply = loads(self.last_frame)
         if reply and (reply[0] == "memory_limit" or reply[-1] == "retired"):  # it answers, then exits: reap it
             self.dead = True
             self._finalizer()

@@ -164,6 +164,7 @@ class Environment:
         self._known: list[tuple[bytes, str]] = []  # recent states' JSON and key (a repeated reset hashes nothing)
         self._log: list[bytes] | None = None  # successful calls since reset; None: too many to replay
         self._lost = False  # the state could not be rebuilt after a kill: reset() needed
+        self._seen: dict[str, bytes] = {}  # "state" / "hash" -> the worker's reply since the last call or reset
         self._fresh_seed = _fresh_seed  # smoke_check: the first worker is a check worker with this hash seed
 
     @classmethod
@@ -254,6 +255,7 @@ class Environment:
         else:
             raise ConfigError(f"state must be a dict of collections, got {type(state).__name__}")
         self._reset_frame, self._log, self._lost = frame, [], False
+        self._seen.clear()
         w = self._worker
         if w is None or w.dead:
             self._live_worker()  # loads the tools and applies the reset
@@ -326,6 +328,7 @@ class Environment:
             return _fail("invalid_arguments", f"invalid arguments for {name}: {problem}")
         if self._lost:
             return _fail("crashed", "the environment state was lost after a limit breach; call reset() first")
+        self._seen.clear()  # the call may change the state
         left = deadline - time.monotonic()  # what the argument check left of the call's time
         if left <= 0:
             return _fail("timeout", f"{name}: checking the arguments used up the call's {self.timeout_s:g} s "
@@ -366,13 +369,25 @@ class Environment:
             self._log = None
 
     def get_state(self) -> dict:
-        """A copy of the current state."""
-        return self._ask(["state"])
+        """A copy of the current state (asked again of the worker only after a call or reset: a gold
+        run asks for it before each of its choices, ~10 times per call)."""
+        return self._seen_or_ask("state")
 
     def state_hash(self) -> str:
         """``autoforge.types.state_hash`` of the current state: kept up to date in the worker as
         calls change records (no encoding, whatever the size of the state)."""
-        return self._ask(["hash"])
+        return self._seen_or_ask("hash")
+
+    def _seen_or_ask(self, what: str) -> Any:
+        """The worker's answer to ``what``, decoded afresh from its reply when nothing changed since it
+        was given (each caller gets its own copy), else asked for."""
+        frame = self._seen.get(what)
+        if frame is not None and not self._lost:
+            return loads(frame)[1]
+        out = self._ask([what])
+        if self._worker is not None and self._worker.last_frame is not None:
+            self._seen[what] = self._worker.last_frame
+        return out
 
     def close(self) -> None:
         """Hand the worker back to the pool (a later Environment reuses it: no process start)."""

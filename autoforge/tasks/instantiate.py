@@ -32,11 +32,12 @@ from autoforge.dags.gates import feeding_write, gate_of
 from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
-from autoforge.domain.values import domain_for, order_pairs, random_uuid
+from autoforge.domain.values import order_pairs, random_uuid
 from autoforge.envs import guards as G
 from autoforge.envs.interface import EnvLike
 from autoforge.domain.ids import free_key, id_key, id_pattern, id_shape, id_value, is_integer_ids, make_id
 from autoforge.envs.sample import MAX_ITEMS, fit_pattern
+from autoforge.tasks.envfacts import _EMPTY as _NO_SCHEMA, facts_for
 from autoforge.tasks.leaves import FIRST, LAST, ValueGen, record_key, sample_value
 from autoforge.tasks.execute import DagExecutionError
 from autoforge.types import CollectionSpec, DagNode, EnvironmentRecord, FieldSpec, TaskDag, ToolCode
@@ -62,7 +63,8 @@ class WorldFiller:
     def __init__(self, env: EnvironmentRecord, rng: random.Random, state: dict[str, dict]):
         self.env, self.rng, self.state = env, rng, state
         self.gen = ValueGen(env, rng)
-        self.by_pk = {c.primary_key: c for c in env.state_schema.collections}
+        self.facts = facts_for(env)  # answers about the schema, asked once per environment
+        self.by_pk = self.facts.by_pk
         self.by_prefix = {c.id_prefix: c for c in env.state_schema.collections}
 
     def existing_id(self, coll: CollectionSpec) -> Any:
@@ -71,7 +73,7 @@ class WorldFiller:
 
     def id_for(self, name: str, schema: dict | None, pattern: str | None = None) -> str | None:
         coll = self.by_pk.get(name)
-        pat = id_shape(pattern) if pattern else id_pattern(schema)
+        pat = id_shape(pattern) if pattern else self.facts.id_pattern(schema)
         if coll is None and pat is not None:
             coll = self.by_prefix.get(pat[0])
         if coll is not None and self.state.get(coll.name):
@@ -84,7 +86,7 @@ class WorldFiller:
              siblings: tuple[str, ...] | None = None) -> Any:
         """A fresh value for ``name`` like ``template`` (a sample value) and valid for ``schema``;
         ``siblings``: the other keys of the object it sits in (default: the collection's fields)."""
-        schema = schema if isinstance(schema, dict) else {}
+        schema = schema if isinstance(schema, dict) else _NO_SCHEMA
         if depth > 4:
             return template
         if "const" in schema:
@@ -102,7 +104,7 @@ class WorldFiller:
         stype = schema.get("type")
         stype = next((t for t in stype if t != "null"), None) if isinstance(stype, list) else stype
         if (stype == "string" or isinstance(template, str) or stype is None) and (
-                is_key_param(name, set(self.by_pk)) or id_pattern(schema)):
+                self.facts.is_key(name) or self.facts.id_pattern(schema)):
             v = self.id_for(name, schema)
             if v is not None:
                 return v
@@ -117,7 +119,7 @@ class WorldFiller:
         if stype == "array" or isinstance(template, list):
             items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
             if items and not items.get("description") and not items.get("enum") and schema.get("description"):
-                items = {**items, "description": schema["description"]}  # "[Enum]: [driver, passenger]" on the list
+                items = self.facts.with_description(items, schema["description"])  # "[Enum]: [driver, passenger]" on the list
             tmpl = template if isinstance(template, list) else []
             lo = max(1, min(_number_or(schema.get("minItems"), 1), MAX_ITEMS))
             n = self.rng.randint(lo, max(lo, min(3, _number_or(schema.get("maxItems"), 3))))
@@ -150,8 +152,8 @@ class WorldFiller:
     def _string(self, name: str, schema: dict, coll: CollectionSpec | None, person, siblings: tuple[str, ...] | None) -> Any:
         """A string leaf's value from its name, siblings and schema, before its pattern is applied."""
         if siblings is None:
-            siblings = tuple(f.name for f in coll.fields) if coll else ()
-        dom = domain_for(name, schema, siblings=siblings)
+            siblings = self.facts.field_names(coll) if coll else ()
+        dom = self.facts.domain(name, schema, siblings)
         if dom is not None:
             return dom.value(self.rng, record_key(self.rng, person, dom.name))
         fmt = schema.get("format")
@@ -226,7 +228,7 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
         seen: dict[str, set] = {}
         recs: dict[str, dict] = {}
         for i in range(1, n + 1):
-            rid = make_id(c, i, width)
+            rid = make_id(c, i, width, style=filler.facts.id_style(c))
             person = (firsts[(i - 1) // 2], rng.choice(LAST))
             tmpl = templates[(i - 1) % len(templates)] if templates else {}
             rec: dict[str, Any] = {}
@@ -237,11 +239,11 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
                 if f.ref:
                     rec[f.name] = [] if f.type == "array" else None
                     continue
-                v = filler.fill(f.name, tmpl.get(f.name), _field_schema(f), c, person)
+                v = filler.fill(f.name, tmpl.get(f.name), filler.facts.field_schema(f, _field_schema), c, person)
                 for _ in range(5):  # distinct numbers/dates: argmax/argmin have one answer
                     if f.enum or f.type in ("boolean", "array", "object") or repr(v) not in seen.setdefault(f.name, set()):
                         break
-                    v = filler.fill(f.name, tmpl.get(f.name), _field_schema(f), c, person)
+                    v = filler.fill(f.name, tmpl.get(f.name), filler.facts.field_schema(f, _field_schema), c, person)
                 seen.setdefault(f.name, set()).add(repr(v))
                 rec[f.name] = v
             for k, v in tmpl.items():  # fields the sample has but the schema does not list

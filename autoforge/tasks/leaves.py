@@ -18,7 +18,7 @@ from typing import Any
 
 from autoforge.domain import fakes
 from autoforge.domain.keys import PERSON
-from autoforge.domain.values import domain_for
+from autoforge.tasks.envfacts import facts_for
 from autoforge.types import CollectionSpec, EnvironmentRecord, FieldSpec
 
 
@@ -80,6 +80,7 @@ class ValueGen:
 
     def __init__(self, env: EnvironmentRecord, rng: random.Random):
         self.env, self.rng = env, rng
+        self.facts = facts_for(env)
 
     def person(self) -> tuple[str, str]:
         p = self.rng.choice(fakes.people())
@@ -97,10 +98,10 @@ class ValueGen:
         ftype = (f.type if f else None) or (schema or {}).get("type") or "string"
         if isinstance(ftype, list):
             ftype = next((t for t in ftype if t != "null"), "string")
-        sample = sample_value(self.env, coll.name, name) if coll else None
+        sample = self.facts.sample_value(coll.name, name, sample_value) if coll else None
         if ftype == "string":
-            dom = domain_for(name, schema, siblings=[x.name for x in coll.fields] if coll else (),
-                             description=f.description if f else "")
+            dom = self.facts.domain(name, schema, self.facts.field_names(coll) if coll else (),
+                                    f.description if f else "")
             if dom is not None:
                 return dom.value(rng, record_key(rng, person, dom.name))
         if ftype == "boolean":

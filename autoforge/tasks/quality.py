@@ -114,24 +114,28 @@ def check_tool_kinds(calls: list[ToolCall], tools: dict[str, ToolCode]) -> str |
 
 
 def check_writes_observable(env: EnvLike, initial_state: dict, calls: list[ToolCall],
-                            tools: dict[str, ToolCode]) -> str | None:
+                            tools: dict[str, ToolCode], *, steps: list[tuple[dict, dict]] | None = None) -> str | None:
     """Replay the gold calls one by one; each write must change the state and some cell it
     changed must still hold its value in S*. A call of a kind no task calls fails first
-    (:func:`check_tool_kinds`)."""
+    (:func:`check_tool_kinds`). ``steps``: the states before and after each call where the caller
+    has replayed them already (:func:`autoforge.tasks.verify.gold_steps`)."""
     why = check_tool_kinds(calls, tools)
     if why:
         return why
-    env.reset(initial_state)
-    before = env.get_state()
+    if steps is None:
+        env.reset(initial_state)
+        steps, before = [], env.get_state()
+        for call in calls:
+            env.call(call.name, dict(call.arguments))
+            after = env.get_state()
+            steps.append((before, after))
+            before = after
     changes: list[tuple[ToolCall, dict[tuple, Any]]] = []
-    for call in calls:
-        env.call(call.name, dict(call.arguments))
-        after = env.get_state()
+    final = steps[-1][1] if steps else initial_state
+    for call, (before, after) in zip(calls, steps):
         tool = tools.get(call.name)
         if tool is not None and tool.effect == "write":
             changes.append((call, _cells(before, after)))
-        before = after
-    final = before
     for i, (call, cells) in enumerate(changes):
         if not cells:
             return f"write {call.name} (call {i + 1}) changes nothing"

@@ -150,12 +150,13 @@ WORLD_REASON_FINDINGS = 3  # findings a `world` rejection's reason spells out (a
 
 
 def check_world(runtime: Any, task: Task, schema: StateSchema, tools: dict[str, ToolCode],
-                descriptions: dict[str, str] | None = None) -> tuple[str | None, list[Finding]]:
+                descriptions: dict[str, str] | None = None,
+                replayed: tuple[list[tuple[dict, dict]], list[Any]] | None = None) -> tuple[str | None, list[Finding]]:
     """The ``world`` check: the task's findings (:func:`autoforge.domain.world_checks.task_findings`
     over the records of its initial state the gold run uses, its gold arguments and the states
     around each gold call) and the reason, naming each rejecting finding's kind, path and value
-    (None: none of its findings is of a kind that rejects)."""
-    steps, outputs = gold_steps(runtime, task)
+    (None: none of its findings is of a kind that rejects). ``replayed``: :func:`gold_steps`, where the caller has it."""
+    steps, outputs = replayed if replayed is not None else gold_steps(runtime, task)
     findings = task_findings(schema, task, tools, steps, descriptions, outputs)
     bad = rejecting(findings)
     if not bad:
@@ -199,11 +200,12 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     out.append(_result(task, "read_only_fails", f"the {len(reads)} read calls alone reach S*" if ro == task.gold_state_hash else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
     out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape and state change"), run_id))
+    replayed = gold_steps(runtime, task)  # one replay call by call, read by two checks
     out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
-                                                                          tools), run_id))
+                                                                          tools, steps=replayed[0]), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
     out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
-    out.append(_result(task, "world", _world(runtime, task, tools, world), run_id))
+    out.append(_result(task, "world", _world(runtime, task, tools, world, replayed), run_id))
     out.append(_result(task, "answer_not_given", None, run_id))
     out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
     return out
@@ -218,9 +220,10 @@ class WorldInput:
     findings: dict[str, list[Finding]] = field(default_factory=dict)  # task id -> its findings
 
 
-def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInput | None) -> str | None:
+def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInput | None,
+           replayed: tuple[list[tuple[dict, dict]], list[Any]] | None = None) -> str | None:
     schema = world.schema if world is not None else StateSchema(collections=[])
-    reason, found = check_world(runtime, task, schema, tools, world.descriptions if world is not None else None)
+    reason, found = check_world(runtime, task, schema, tools, world.descriptions if world is not None else None, replayed)
     if world is not None and found:
         world.findings[task.task_id] = found
     return reason

@@ -137,6 +137,7 @@ def _is_retryable(exc: BaseException) -> bool:
 
 def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migrate: bool) -> dict[str, int]:
     counts: dict[str, int] = {}
+    duck = is_duckdb(url)
     with connect(url) as conn:
         if migrate:
             from autoforge.warehouse.migrations import migrate_conn
@@ -147,6 +148,10 @@ def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migra
             columns = list(model.model_fields)
             table = _table(name, columns, pk)
             rows = [_to_row(r) for r in recs]
+            if duck:
+                _duckdb_upsert(conn, name, columns, pk, rows, update=model not in WRITE_ONCE)
+                counts[name] = len(rows)
+                continue
             for i in range(0, len(rows), _CHUNK):
                 stmt = pg_insert(table).values(rows[i : i + _CHUNK])
                 update = {} if model in WRITE_ONCE else {c: stmt.excluded[c] for c in columns if c not in pk}
@@ -162,6 +167,54 @@ def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migra
         if checked and _has_column(conn, "tasks", "n_checks_passed"):
             _recount_checks(conn, checked)
     return counts
+
+
+def _duckdb_upsert(conn: sa.Connection, name: str, columns: list[str], pk: Sequence[str], rows: list[dict[str, Any]],
+                   *, update: bool) -> None:
+    """Upsert ``rows`` into DuckDB table ``name`` in one statement over column arrays (NumPy object arrays, which
+    DuckDB scans without copying), in the connection's transaction: ~25x faster than a multi-row VALUES insert,
+    whose statement DuckDB has to parse and bind parameter by parameter. Each column's values are first made the
+    table column's Python type, so DuckDB's type detection on the arrays cannot pick another."""
+    import numpy as np
+
+    raw = conn.connection.driver_connection
+    types = _column_types(conn, name)
+    batch = {c: np.array([_as_column(r.get(c), types.get(c, "")) for r in rows] if rows else [], dtype=object)
+             for c in columns}
+    view = f"_af_batch_{name}"
+    cols = ", ".join(f'"{c}"' for c in columns)
+    keys = ", ".join(f'"{c}"' for c in pk)
+    sets = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c not in pk)
+    action = f"DO UPDATE SET {sets}" if update and sets else "DO NOTHING"
+    raw.register(view, batch)
+    try:
+        raw.execute(f'INSERT INTO "{name}" ({cols}) SELECT {cols} FROM "{view}" ON CONFLICT ({keys}) {action}')
+    except Exception as exc:  # noqa: BLE001
+        raise WarehouseError(f"writing {len(rows)} rows to {name} failed (nothing from this batch was kept): {exc}") from exc
+    raw.unregister(view)  # (after a failure the connection is rolled back and closed, its views with it)
+
+
+def _column_types(conn: sa.Connection, table: str) -> dict[str, str]:
+    rows = conn.execute(sa.text("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = :t "
+                                "AND table_schema = current_schema()"), {"t": table})
+    return {r[0]: r[1].upper() for r in rows}
+
+
+_FLOATS = ("DOUBLE", "FLOAT", "REAL", "DECIMAL")
+_INTS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT", "UINTEGER")
+
+
+def _as_column(value: Any, sql_type: str) -> Any:
+    """``value`` as the Python type of a column of ``sql_type`` (None stays None)."""
+    if value is None:
+        return None
+    if sql_type.startswith(_FLOATS) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if sql_type in _INTS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if sql_type in ("VARCHAR", "JSON") and isinstance(value, (dict, list, bool)):  # as DuckDB would cast them
+        return json.dumps(value, ensure_ascii=False)
+    return value
 
 
 _DROP_POLICY = sa.text(
