@@ -363,7 +363,11 @@ VARS: dict[str, Var] = {
     # MB (envs/_worker.py _set_limits); below 16 MB a tool copying a few thousand records fails.
     "tool_memory_mb": Var("TOOL_MEMORY_MB", "the memory (MB) a sandboxed tool may use on top of the interpreter",
                           512, "512", Range(16, 65_536, 512)),
-    "stage_workers": Var("STAGE_WORKERS", "the workers (threads or processes) of a Prefect stage flow", None, "2", Range(1, 256, 2),
+    # Environments a stage works on at once: a Prefect stage flow's threads or processes; without Prefect
+    # (`autoforge factory --no-prefect`, the stage modules' run) spawned worker processes
+    # (autoforge/pipeline/parallel.py), capped by the environments; 1 runs them in the calling process.
+    "stage_workers": Var("STAGE_WORKERS", "the environments a stage works on at once (Prefect's workers, or worker "
+                         "processes without Prefect; 1: one after another)", None, "2", Range(1, 256, 2),
                          default_text="the number of CPU cores"),
     # Default thread for the factory and every stage flow: measured fastest on 2 cores (flows/factory.py).
     "task_runner": Var("TASK_RUNNER", "the Prefect task runner of the stage flows", None, "dask", kind="choice",
@@ -426,6 +430,7 @@ class Settings:
     tool_memory_mb: int = _from_env("tool_memory_mb")
     # Threads of the Prefect stage flows (None: one per CPU core).
     stage_workers: int | None = _from_env("stage_workers")
+    # Worker processes of the library path's stages (None: one per usable CPU core; 1: serial).
     # Task runner of the stage flows (thread | process | dask) and the Dask scheduler's address (None: local cluster).
     task_runner: str | None = _from_env("task_runner")
     dask_address: str | None = _from_env("dask_address")

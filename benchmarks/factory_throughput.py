@@ -23,7 +23,7 @@ message and no figures where that folder is absent). Per corpus it prints a tabl
   stage's rejections) / tasks kept; verify: tasks checked / tasks verified**;
 * worker requests: calls of ``WorkerProcess.request`` (autoforge/envs/_worker_client.py) during the
   stage, each one round trip to a sandbox worker, counted in every Python process of the run (this
-  one and the stage worker processes it spawns, ``AUTOFORGE_WORKERS``; a sitecustomize.py on their
+  one and the stage worker processes it spawns, ``AUTOFORGE_STAGE_WORKERS``; a sitecustomize.py on their
   PYTHONPATH wraps the method): to episode workers (load, reset, tool calls, state, hash) and, apart,
   to check workers (the determinism checks), and the sandbox worker processes started. CPU seconds
   and requests before the first stage (the batch's docs parsed to scope it) count in ``ingest``.

@@ -96,6 +96,8 @@ def spawn(params: dict, tmp: Path, name: str, pause: str | None = None) -> tuple
     spec = json.dumps({"params": params, "pause": pause, "marker": str(marker)})
     code = f"import sys; sys.path.insert(0, {str(TESTS)!r}); import test_faults; test_faults.child_main(sys.argv[1])"
     env = {**os.environ, "AUTOFORGE_LOCK_TIMEOUT": "120"}
+    if pause == "generate":  # the crash point is patched into this process: its units must run here, not in workers
+        env["AUTOFORGE_STAGE_WORKERS"] = "1"
     log = open(tmp / f"{name}.log", "wb")
     proc = subprocess.Popen([sys.executable, "-c", code, spec], env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)

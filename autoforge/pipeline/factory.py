@@ -20,6 +20,7 @@ from autoforge.errors import ConfigError
 from autoforge.pipeline import generate, ingest, sample, synthesize, verify
 from autoforge.pipeline.common import BACKENDS, TASKS_PER_ENV, StageParams, client_for
 from autoforge.pipeline.corpus import funnel_rows
+from autoforge.pipeline.parallel import shared_pool
 from autoforge.types import content_id
 from autoforge.warehouse import query
 
@@ -147,7 +148,9 @@ class FactoryParams(StageParams):
 
 def run_factory(params: FactoryParams | None = None, progress: Callable[[str, dict], None] | None = None, **kw: Any) -> dict:
     """The whole factory without Prefect; used by ``autoforge factory --no-prefect``, the benchmarks
-    and the tests. ``progress(stage, counts)`` is called after each stage."""
+    and the tests. ``progress(stage, counts)`` is called after each stage. Each stage runs its
+    environments in ``AUTOFORGE_STAGE_WORKERS`` worker processes, one pool for the whole run
+    (:mod:`autoforge.pipeline.parallel`; the rows do not depend on it)."""
     params = params or FactoryParams(**kw)
     params.validate_for_run()
     wh, batch = params.warehouse, params.batch_id()
@@ -171,11 +174,12 @@ def run_factory(params: FactoryParams | None = None, progress: Callable[[str, di
         synthesized.extend(e["env"] for e in out["environments"])
         return out
 
-    timed("ingest", lambda: ingest.run(wh, sp["ingest"], batch_id=batch))
-    timed("synthesize", synthesize_stage)
-    timed("sample", lambda: sample.run(wh, sp["sample"], batch_id=batch, client=client))
-    timed("generate", lambda: generate.run(wh, sp["generate"], batch_id=batch, client=client))
-    timed("verify", lambda: verify.run(wh, sp["verify"], batch_id=batch))
+    with shared_pool():  # the stages' worker processes (AUTOFORGE_STAGE_WORKERS) start once, on first use
+        timed("ingest", lambda: ingest.run(wh, sp["ingest"], batch_id=batch))
+        timed("synthesize", synthesize_stage)
+        timed("sample", lambda: sample.run(wh, sp["sample"], batch_id=batch, client=client))
+        timed("generate", lambda: generate.run(wh, sp["generate"], batch_id=batch, client=client))
+        timed("verify", lambda: verify.run(wh, sp["verify"], batch_id=batch))
     return {"batch_id": batch, "stages": stages, "seconds": round(time.perf_counter() - t0, 3),
             "funnel": funnel_rows(wh), "environments": synthesized}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import Field
@@ -16,6 +17,7 @@ from autoforge.envs.interface import EnvFactory
 from autoforge.pipeline.corpus import judged_rules
 from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, client_for, finish, given, ids_clause,
                                        load_environments, persist)
+from autoforge.pipeline.parallel import map_envs
 from autoforge.tasks.generate import TEST_FRACTION, StageResult, generate_env, stage_counts
 from autoforge.types import EnvironmentRecord, Run, TaskDag, ToolCode
 from autoforge.warehouse import query, read_records
@@ -100,8 +102,10 @@ def run(warehouse: str | None, params: GenerateParams | None = None, *, batch_id
     t0 = time.perf_counter()
     inp = load(warehouse, params)
     client = client if client is not None else client_for(params.backend)
-    results = [run_one(e, inp, params, row.run_id, batch_id=batch_id, client=client, env_factory=env_factory)
-               for e in inp.envs]
+    results = map_envs([partial(run_one, e, inp.only(e), params, row.run_id, batch_id=batch_id, client=client,
+                                env_factory=env_factory) for e in inp.envs],
+                       [len(inp.dags.get(e.env_id, [])) for e in inp.envs],
+                       local=client is not None or env_factory is not None)  # see map_envs: they stay here
     counts = stage_counts(results, time.perf_counter() - t0)
     persist(warehouse, results, finish(row, counts))
     return counts

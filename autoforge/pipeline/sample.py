@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import Field
@@ -17,6 +18,7 @@ from autoforge.dags.sample import SampleResult, sample_counts, sample_env
 from autoforge.dags.sequences import StartRule
 from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, client_for, finish, given, load_environments,
                                        persist)
+from autoforge.pipeline.parallel import map_envs
 from autoforge.types import EnvironmentRecord, Run, ToolCode
 
 STAGE = "sample"
@@ -89,7 +91,9 @@ def run(warehouse: str | None, params: SampleParams | None = None, *, batch_id: 
     t0 = time.perf_counter()
     inp = load(warehouse, params)
     client = client if client is not None else client_for(params.backend)
-    results = [run_one(e, inp.tools.get(e.env_id, []), params, row.run_id, client) for e in inp.envs]
+    tools = [inp.tools.get(e.env_id, []) for e in inp.envs]
+    results = map_envs([partial(run_one, e, t, params, row.run_id, client) for e, t in zip(inp.envs, tools)],
+                       [len(t) for t in tools], local=client is not None)  # an online client stays here (map_envs)
     counts = sample_counts(results, time.perf_counter() - t0)
     persist(warehouse, results, finish(row, counts))
     return counts

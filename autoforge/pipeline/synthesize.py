@@ -32,6 +32,7 @@ What a failure leaves behind:
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from pydantic import Field
@@ -56,6 +57,7 @@ from autoforge.errors import ConfigError
 from autoforge.llm.messages import clip
 from autoforge.llm.record import MemoryRecorder, stamped
 from autoforge.pipeline.common import TOOLSET_IDS_HELP, StageParams, given, ids_clause, persist
+from autoforge.pipeline.parallel import map_envs
 from autoforge.types import EnvironmentRecord, LLMCall, PolicyDoc, Run, ToolSet, ToolSpec, WorldCheck
 from autoforge.warehouse import query, read_records, table_exists
 
@@ -272,10 +274,16 @@ def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_
     cache = load_cache(warehouse, params.backend)
     recorder = MemoryRecorder()  # the environment in progress records here; synthesize_one drains it
     results: list[SynthesisResult] = []
+    online = params.backend not in (None, "", "offline")
     try:
-        for ts, specs, policies in todo:
-            results.append(synthesize_one(ts, specs, params.backend, row.run_id, settings, cache=cache, recorder=recorder,
-                                          policies=policies))
+        if online:  # here, one by one: the calls of an interrupted unit are in `recorder`, saved below
+            for ts, specs, policies in todo:
+                results.append(synthesize_one(ts, specs, params.backend, row.run_id, settings, cache=cache,
+                                              recorder=recorder, policies=policies))
+        else:  # nothing is paid for: the units may run in worker processes (map_envs)
+            results.extend(map_envs([partial(synthesize_one, ts, specs, params.backend, row.run_id, settings,
+                                             policies=policies) for ts, specs, policies in todo],
+                                    [len(specs) for _, specs, _ in todo]))
         row, written, kept = persist_results(warehouse, results, row)
     except BaseException as exc:  # an interrupt, or the write itself: keep what was paid for, then re-raise
         save_calls(warehouse, [c for r in results for c in r.llm_calls] + stamped(recorder.drain(), row.run_id), row, exc)

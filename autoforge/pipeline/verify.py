@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from pydantic import Field
@@ -17,6 +18,7 @@ from pydantic import Field
 from autoforge.envs.interface import EnvFactory
 from autoforge.pipeline.corpus import judged_rules
 from autoforge.pipeline.common import EnvSelection, by_env, finish, ids_clause, load_environments, persist
+from autoforge.pipeline.parallel import map_envs
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, stage_counts
 from autoforge.tasks.verify import verify_env
 from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode, ToolSpec
@@ -124,7 +126,9 @@ def run(warehouse: str | None, params: VerifyParams | None = None, *, batch_id: 
     row = params.run_row(batch_id)
     t0 = time.perf_counter()
     inp = load(warehouse, params)
-    results = [run_one(e, inp, row.run_id, env_factory=env_factory) for e in inp.todo()]
+    todo = inp.todo()
+    results = map_envs([partial(run_one, e, inp.only(e), row.run_id, env_factory=env_factory) for e in todo],
+                       [len(inp.tasks.get(e.env_id, [])) for e in todo], local=env_factory is not None)
     counts = stage_counts(results, time.perf_counter() - t0)
     persist(warehouse, results, finish(row, counts))
     return counts

@@ -113,9 +113,8 @@ class WorldFiller:
         if stype == "object" or isinstance(template, dict):
             props = schema.get("properties") or {}
             tmpl = template if isinstance(template, dict) else {}
-            keys = list(dict.fromkeys(list(tmpl) + list(props)))
-            return order_pairs({k: self.fill(k, tmpl.get(k), props.get(k), coll, person, depth + 1, tuple(keys))
-                                for k in keys})
+            keys = tuple(dict.fromkeys(list(tmpl) + list(props)))
+            return order_pairs({k: self.fill(k, tmpl.get(k), props.get(k), coll, person, depth + 1, keys) for k in keys})
         if stype == "array" or isinstance(template, list):
             items = schema.get("items") if isinstance(schema.get("items"), dict) else {}
             if items and not items.get("description") and not items.get("enum") and schema.get("description"):

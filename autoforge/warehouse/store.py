@@ -186,9 +186,9 @@ def _duckdb_upsert(conn: sa.Connection, name: str, columns: list[str], pk: Seque
     keys = ", ".join(f'"{c}"' for c in pk)
     sets = ", ".join(f'"{c}" = excluded."{c}"' for c in columns if c not in pk)
     action = f"DO UPDATE SET {sets}" if update and sets else "DO NOTHING"
-    raw.register(view, batch)
+    raw.register(view, batch)  # on the transaction's own DuckDB connection (duckdb_engine's cursors share it)
     try:
-        raw.execute(f'INSERT INTO "{name}" ({cols}) SELECT {cols} FROM "{view}" ON CONFLICT ({keys}) {action}')
+        conn.execute(sa.text(f'INSERT INTO "{name}" ({cols}) SELECT {cols} FROM "{view}" ON CONFLICT ({keys}) {action}'))
     except Exception as exc:  # noqa: BLE001
         raise WarehouseError(f"writing {len(rows)} rows to {name} failed (nothing from this batch was kept): {exc}") from exc
     raw.unregister(view)  # (after a failure the connection is rolled back and closed, its views with it)
