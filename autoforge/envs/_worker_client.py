@@ -97,6 +97,7 @@ class WorkerProcess:
         self._poll = select.poll()
         self._poll.register(self._r, select.POLLIN | select.POLLHUP | select.POLLERR)
         self._ready = False
+        self._stat_fd: int | None = None  # /proc/PID/stat, for the worker's CPU time (cpu_seconds)
         self.dead = False
         self._finalizer = weakref.finalize(self, _kill, self.proc, self._fds)
 
@@ -108,8 +109,10 @@ class WorkerProcess:
     def cpu_seconds(self) -> float | None:
         """CPU seconds the worker has used so far (Linux ``/proc``); None where that cannot be read."""
         try:
-            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
+            if self._stat_fd is None:  # opened once (an open per request cost more than the read)
+                self._stat_fd = os.open(f"/proc/{self.proc.pid}/stat", os.O_RDONLY)
+                self._fds.append(self._stat_fd)
+            fields = os.pread(self._stat_fd, 1024, 0).rsplit(b")", 1)[1].split()
             return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15 of stat)
         except (OSError, IndexError, ValueError):
             return None
