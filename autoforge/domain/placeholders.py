@@ -10,6 +10,7 @@ on ``example.com`` or a sentence that mentions "sample" is data.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 # Date and time format templates: only format tokens and separators, with two date or time tokens
@@ -31,6 +32,11 @@ def placeholder_reason(value: Any) -> str | None:
     booleans and containers are never judged here (see :func:`find_placeholders` for empties)."""
     if not isinstance(value, str):
         return None
+    return _string_reason(value)
+
+
+@lru_cache(maxsize=65536)  # every string of every task's initial state is judged; most recur across tasks
+def _string_reason(value: str) -> str | None:
     s = value.strip()
     if not s:
         return None

@@ -252,6 +252,22 @@ def field_schema(f: FieldSpec) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+_SCHEMAS: dict[int, tuple[FieldSpec, dict[str, Any]]] = {}  # id(field) -> (the field, its schema): read-only use
+
+
+def _schema_of(f: FieldSpec) -> dict[str, Any]:
+    """:func:`field_schema`, once per field object (the world check reads every field of every record it
+    judges, ~200,000 per factory run); the entry holds the field, so its id is not reused while it lives."""
+    hit = _SCHEMAS.get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    if len(_SCHEMAS) > 20_000:
+        _SCHEMAS.clear()
+    out = field_schema(f)
+    _SCHEMAS[id(f)] = (f, out)
+    return out
+
+
 def _ref_of(f: FieldSpec) -> str | None:
     if f.ref:
         return f.ref
@@ -301,14 +317,14 @@ def _record_findings(coll: CollectionSpec, key: str, rec: dict, state: dict, bas
         if v is None:
             continue
         path = f"{base}.{f.name}"
-        why = type_error(v, field_schema(f))
+        why = type_error(v, _schema_of(f))
         if why:
             yield Finding("type_mismatch", path, v, why)
-        elif why := value_mismatch(v, field_schema(f), f.name):
+        elif why := value_mismatch(v, _schema_of(f), f.name):
             yield Finding("format_mismatch", path, v, why)
         if f.type == "object" and f.properties and v == {}:
             yield Finding("empty_container", path, v, f"an empty object where the schema lists {sorted(f.properties)[:6]}")
-        for p, got in empty_required(v, field_schema(f), path):
+        for p, got in empty_required(v, _schema_of(f), path):
             yield Finding("empty_container", p, got, "a required key is missing or empty")
         ref = _ref_of(f)
         if ref and f.name != coll.primary_key:
