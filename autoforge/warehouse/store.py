@@ -146,20 +146,9 @@ def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migra
         for model, recs in batches:
             name, pk = TABLES[model]
             columns = list(model.model_fields)
-            table = _table(name, columns, pk)
             rows = [_to_row(r) for r in recs]
-            if duck:
-                _duckdb_upsert(conn, name, columns, pk, rows, update=model not in WRITE_ONCE)
-                counts[name] = len(rows)
-                continue
-            for i in range(0, len(rows), _CHUNK):
-                stmt = pg_insert(table).values(rows[i : i + _CHUNK])
-                update = {} if model in WRITE_ONCE else {c: stmt.excluded[c] for c in columns if c not in pk}
-                stmt = stmt.on_conflict_do_update(index_elements=list(pk), set_=update) if update else stmt.on_conflict_do_nothing()
-                try:
-                    conn.execute(stmt)
-                except Exception as exc:  # noqa: BLE001
-                    raise WarehouseError(f"writing {len(rows)} rows to {name} failed (nothing from this batch was kept): {exc}") from exc
+            upsert = _duckdb_upsert if duck else _values_upsert
+            upsert(conn, name, columns, pk, rows, update=model not in WRITE_ONCE)
             counts[name] = len(rows)
             if model is T.PolicyDoc:
                 _replace_policies(conn, recs)
@@ -167,6 +156,20 @@ def _write(url: str, batches: list[tuple[type[T.Record], list[T.Record]]], migra
         if checked and _has_column(conn, "tasks", "n_checks_passed"):
             _recount_checks(conn, checked)
     return counts
+
+
+def _values_upsert(conn: sa.Connection, name: str, columns: list[str], pk: Sequence[str], rows: list[dict[str, Any]],
+                   *, update: bool) -> None:
+    """Upsert ``rows`` with multi-row ``INSERT ... VALUES ... ON CONFLICT`` statements of :data:`_CHUNK` rows (PostgreSQL)."""
+    table = _table(name, columns, pk)
+    for i in range(0, len(rows), _CHUNK):
+        stmt = pg_insert(table).values(rows[i : i + _CHUNK])
+        sets = {c: stmt.excluded[c] for c in columns if c not in pk} if update else {}
+        stmt = stmt.on_conflict_do_update(index_elements=list(pk), set_=sets) if sets else stmt.on_conflict_do_nothing()
+        try:
+            conn.execute(stmt)
+        except Exception as exc:  # noqa: BLE001
+            raise WarehouseError(f"writing {len(rows)} rows to {name} failed (nothing from this batch was kept): {exc}") from exc
 
 
 def _duckdb_upsert(conn: sa.Connection, name: str, columns: list[str], pk: Sequence[str], rows: list[dict[str, Any]],
