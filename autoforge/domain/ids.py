@@ -14,12 +14,14 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from typing import Any, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 from autoforge.domain import words as nm
 from autoforge.domain.values import example_value
 from autoforge.tooldocs.schema import documented_pattern, json_type, props, unwrap
-from autoforge.types import CollectionSpec, ToolSpec
+
+if TYPE_CHECKING:  # annotations only: the sandbox worker imports this module and starts faster without pydantic
+    from autoforge.types import CollectionSpec, ToolSpec
 
 # Prefixes of id parameters that name a role, not an entity: from_account_id -> account.
 ROLE_PREFIXES = ("from_", "to_", "source_", "src_", "destination_", "dest_", "target_", "origin_", "new_",

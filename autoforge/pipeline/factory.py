@@ -20,7 +20,7 @@ from autoforge.errors import ConfigError
 from autoforge.pipeline import generate, ingest, sample, synthesize, verify
 from autoforge.pipeline.common import BACKENDS, TASKS_PER_ENV, StageParams, client_for
 from autoforge.pipeline.corpus import funnel_rows
-from autoforge.pipeline.parallel import shared_pool
+from autoforge.pipeline.parallel import shared_pool, workers_for
 from autoforge.types import content_id
 from autoforge.warehouse import query
 
@@ -174,7 +174,10 @@ def run_factory(params: FactoryParams | None = None, progress: Callable[[str, di
         synthesized.extend(e["env"] for e in out["environments"])
         return out
 
-    with shared_pool():  # the stages' worker processes (AUTOFORGE_STAGE_WORKERS) start once, on first use
+    with shared_pool() as pool:  # the stages' worker processes (AUTOFORGE_STAGE_WORKERS) start once
+        if params.backend == "offline" and params.env is None:  # (online units stay here: parallel.map_envs)
+            n_envs = len(params.docs().toolsets) if not params.all_toolsets else 2
+            pool.warm(workers_for(min(n_envs, params.max_envs or n_envs)))
         timed("ingest", lambda: ingest.run(wh, sp["ingest"], batch_id=batch))
         timed("synthesize", synthesize_stage)
         timed("sample", lambda: sample.run(wh, sp["sample"], batch_id=batch, client=client))

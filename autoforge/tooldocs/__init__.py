@@ -9,26 +9,32 @@ Public API::
     parse_file(path, *, format=None) -> ParsedDocument
 
 Every parser raises only :class:`autoforge.errors.ToolDocError`.
+
+Names are imported on first use (PEP 562): the sandbox worker reads ``tooldocs.schema`` and
+``tooldocs.source`` only, and importing the whole package (parsers, ingest, pydantic records) made every
+worker process start ~3x slower.
 """
 
-from autoforge.tooldocs.base import ParsedDocument, ParsedTool
-from autoforge.tooldocs.effects import infer_effect, verb_effect
-from autoforge.tooldocs.ingest import IngestResult, bundled_corpus_path, ingest_bundled, ingest_paths
-from autoforge.tooldocs.formats import DOC_FORMATS, doc_format
-from autoforge.tooldocs.parse import detect_format, parse_document, parse_file
+from __future__ import annotations
 
-__all__ = [
-    "IngestResult",
-    "DOC_FORMATS",
-    "ParsedDocument",
-    "ParsedTool",
-    "bundled_corpus_path",
-    "detect_format",
-    "doc_format",
-    "infer_effect",
-    "ingest_bundled",
-    "ingest_paths",
-    "parse_document",
-    "parse_file",
-    "verb_effect",
-]
+import importlib
+from typing import Any
+
+_WHERE = {  # public name -> the submodule that defines it
+    "ParsedDocument": "base", "ParsedTool": "base",
+    "infer_effect": "effects", "verb_effect": "effects",
+    "IngestResult": "ingest", "bundled_corpus_path": "ingest", "ingest_bundled": "ingest", "ingest_paths": "ingest",
+    "DOC_FORMATS": "formats", "doc_format": "formats",
+    "detect_format": "parse", "parse_document": "parse", "parse_file": "parse",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'autoforge.tooldocs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"autoforge.tooldocs.{where}"), name)
+    globals()[name] = value
+    return value
