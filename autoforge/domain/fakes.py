@@ -78,11 +78,14 @@ class Airport:
 
 
 @cache
-def _faker(locale: str = "en_US"):
+def _faker(pool: str, locale: str = "en_US"):
+    """A Faker of its own for ``pool``, seeded from :data:`SEED` and the pool's name: a pool's values do not
+    depend on which pools this process built before it (one shared instance made them depend on the order
+    in which environments first asked, so two processes built different pools)."""
     from faker import Faker  # imported on first use: the pools are built once per process
 
     fake = Faker(locale)
-    fake.seed_instance(SEED)
+    fake.seed_instance(SEED ^ zlib.crc32(pool.encode()))
     return fake
 
 
@@ -93,7 +96,7 @@ def _ascii(text: str) -> str:
 @cache
 def people() -> tuple[Person, ...]:
     """:data:`N_PEOPLE` people with distinct full names; e-mail and user name made from the name."""
-    fake, out, seen = _faker(), [], set()
+    fake, out, seen = _faker("people"), [], set()
     domains = ("example.com", "example.org", "example.net")
     while len(out) < N_PEOPLE:
         first, last = fake.first_name(), fake.last_name()
@@ -137,7 +140,7 @@ def _us_states() -> dict[str, str]:
 def addresses() -> tuple[Address, ...]:
     """:data:`N_ADDRESSES` US addresses: a Faker street, a city with an international airport and
     that city's state (airportsdata), a ZIP code of that state (``Faker.zipcode_in_state``)."""
-    fake, states = _faker(), _us_states()
+    fake, states = _faker("addresses"), _us_states()
     cities = sorted({(a["city"], a["subd"]) for a in _airport_table().values()
                      if a["country"] == "US" and "International" in a["name"] and a["subd"] in states
                      and a["city"]})
@@ -201,25 +204,25 @@ def _pool(kind: str) -> tuple[str, ...]:
 
 @cache
 def _companies() -> tuple[str, ...]:
-    fake = _faker()
+    fake = _faker("companies")
     return tuple(dict.fromkeys(fake.company() for _ in range(N_OTHER)))
 
 
 @cache
 def _ibans() -> tuple[str, ...]:
-    fake = _faker()
+    fake = _faker("ibans")
     return tuple(fake.iban() for _ in range(N_OTHER))
 
 
 @cache
 def _vins() -> tuple[str, ...]:
-    fake = _faker()
+    fake = _faker("vins")
     return tuple(fake.vin() for _ in range(N_OTHER))
 
 
 @cache
 def _plates() -> tuple[str, ...]:
-    fake = _faker()
+    fake = _faker("plates")
     return tuple(fake.license_plate() for _ in range(N_OTHER))
 
 
