@@ -41,7 +41,8 @@ from pydantic import BaseModel, ConfigDict
 
 from autoforge import patterns
 from autoforge.envs import sandbox
-from autoforge.envs._worker_client import WorkerDied, WorkerProcess, check_worker, give_worker, take_worker
+from autoforge.envs._worker_client import (STARVED_WALL_FACTOR, WorkerDied, WorkerProcess, check_worker, give_worker,
+                                           take_worker)
 from autoforge.envs.static_checks import check_source, compile_tool
 from autoforge.envs.validation import ArgValidator
 from autoforge.envs.wire import NotJSON, dumps, encode, loads, state_bytes
@@ -300,7 +301,8 @@ class Environment:
         The call's time limit (``timeout_s``) covers checking its arguments and running it."""
         if self._reset_frame is None:
             raise SandboxError("call reset(state) before calling tools")
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s  # for patterns (the regex engine's timeout is wall-clock)
+        cpu0 = time.thread_time()
         validator = self._validators.get(name) if isinstance(name, str) else None
         if validator is None:
             known = ", ".join(self._tools) or "none"
@@ -319,17 +321,26 @@ class Environment:
         if len(frame) > MAX_ARGUMENT_BYTES:
             return _fail("invalid_arguments", f"arguments of {name} are {len(frame):,} bytes of JSON; at most "
                                               f"{MAX_ARGUMENT_BYTES:,}: pass an id or a smaller value")
-        try:
-            problem = validator.problem(arguments, deadline)
-        except patterns.PatternTimeout as e:
-            return _fail("timeout", f"{name}: checking the arguments against the tool's JSON Schema did not "
-                                    f"finish within the call's {self.timeout_s:g} s limit: {e}")
+        for starved in range(STARVED_WALL_FACTOR + 1):
+            try:
+                problem = validator.problem(arguments, deadline)
+                break
+            except patterns.PatternTimeout as e:
+                # the regex engine's timeout is wall-clock: when this thread used under half the
+                # budget in CPU, it waited for a core (a loaded machine) and the check is run again
+                if starved == STARVED_WALL_FACTOR or time.thread_time() - cpu0 >= self.timeout_s / 2:
+                    return _fail("timeout", f"{name}: checking the arguments against the tool's JSON Schema did "
+                                            f"not finish within the call's {self.timeout_s:g} s limit: {e}")
+                deadline = time.monotonic() + self.timeout_s
         if problem is not None:
             return _fail("invalid_arguments", f"invalid arguments for {name}: {problem}")
         if self._lost:
             return _fail("crashed", "the environment state was lost after a limit breach; call reset() first")
         self._seen.clear()  # the call may change the state
-        left = deadline - time.monotonic()  # what the argument check left of the call's time
+        # What the argument check left of the call's time, in this thread's CPU seconds: on a busy
+        # machine (or beside other episode threads) the wall clock runs on while the check waits
+        # for a core, and that wait must not shorten the tool's budget (rewards would depend on load).
+        left = self.timeout_s - (time.thread_time() - cpu0)
         if left <= 0:
             return _fail("timeout", f"{name}: checking the arguments used up the call's {self.timeout_s:g} s "
                                     "limit; the tool did not run")

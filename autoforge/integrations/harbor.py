@@ -149,7 +149,8 @@ def gold_trajectories(bundle: Bundle) -> dict[str, dict[str, Any]]:
             if (m.content or "").strip() and not m.tool_calls:
                 actions.append((USER_TOOL, {"message": m.content}))
                 said.append(m.content)
-        out[e.task_id] = {"actions": actions, "final": said[-1] if said else DONE, "reward": e.reward}
+        out[e.task_id] = {"actions": actions, "final": said[-1] if said else DONE, "reward": e.reward,
+                          "ended": f"{e.termination}" + (f" ({e.termination_detail})" if e.termination_detail else "")}
     return out
 
 
@@ -222,7 +223,7 @@ def checked_golds(bundle: Bundle, why: str) -> dict[str, dict[str, Any]]:
     """The oracle's trajectory per task (:func:`autoforge.integrations.harbor.gold_trajectories`); ConfigError
     when one does not score 1.0 (``why``: what the export would then ship broken)."""
     golds = gold_trajectories(bundle)
-    bad = {t: g["reward"] for t, g in golds.items() if g["reward"] != 1.0}
+    bad = {t: f"reward {g['reward']}, ended {g['ended']}" for t, g in golds.items() if g["reward"] != 1.0}
     if bad:
         raise ConfigError(f"the oracle's trajectory does not score 1.0 on {len(bad)} task(s) ({bad}); {why}")
     return golds

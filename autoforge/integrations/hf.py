@@ -210,7 +210,7 @@ def export_hf(warehouse: str | None, relation: str, out: str, *, tool_schema: st
     features = Features.from_arrow_schema(table.schema)
     splits = {s: t.num_rows for s, t in parts.items()}
     prov = provenance(warehouse, relation, prov_rows)
-    hint = (f'tools = json.loads(row["tools"]); state = json.loads(row["initial_state"])\nmessages = row["prompt"]  '
+    hint = ('tools = json.loads(row["tools"]); state = json.loads(row["initial_state"])\nmessages = row["prompt"]  '
             '# [{"role": "system", ...}, {"role": "user", ...}]\n') if tasks else \
         "".join(f'{c} = json.loads(row["{c}"]) if row["{c}"] is not None else None\n' for c in json_cols[:3])
     summary = (f"AutoForge tasks from `{relation}`: one row per task of a simulated tool-use environment, with the "

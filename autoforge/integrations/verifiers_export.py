@@ -102,7 +102,7 @@ def write_package(root: Path, bundle_dir: Path, *, package: str = PACKAGE, relat
     "splits"}``."""
     b = Bundle.load(bundle_dir)
     golds = gold_trajectories(b)
-    bad = {t: g["reward"] for t, g in golds.items() if g["reward"] != 1.0}
+    bad = {t: f"reward {g['reward']}, ended {g['ended']}" for t, g in golds.items() if g["reward"] != 1.0}
     if bad:
         raise ConfigError(f"the oracle's trajectory does not score 1.0 on {len(bad)} task(s) ({bad}); vf-validate's "
                           "gold check would fail on them")
