@@ -63,6 +63,15 @@ def snapshot(warehouse: str) -> dict:
     }
 
 
+def unscored(warehouse: str) -> list:
+    """How every episode that did not score 1.0 ended (the message when a snapshot differs: a failed oracle
+    episode on a loaded machine says why)."""
+    from autoforge.warehouse import query
+
+    return query(warehouse, "SELECT task_id, trial, reward, termination, termination_detail FROM episodes "
+                            "WHERE reward IS NULL OR reward < 1 ORDER BY task_id, trial")
+
+
 def eval_argv(warehouse: str) -> list[str]:
     return ["eval", "--agent", "oracle", "--trials", "2", "--concurrency", "2", "--warehouse", warehouse]
 
@@ -230,7 +239,7 @@ def test_sigkill_mid_eval_then_rerun_completes_it_without_duplicates(point, wh, 
     partial = snapshot(wh)
     assert not partial["violations"], partial["violations"][:10]
     if point == "committed":  # the one transaction committed before the kill: the whole evaluation is there
-        assert partial == reference
+        assert partial == reference, unscored(wh)
     else:  # nothing of it: no eval run reported complete, no orphan episodes, no results
         assert partial == before, {t: (n, before["counts"][t]) for t, n in partial["counts"].items()
                                    if n != before["counts"][t]}
@@ -240,7 +249,7 @@ def test_sigkill_mid_eval_then_rerun_completes_it_without_duplicates(point, wh, 
 
     Child(eval_argv(wh), tmp_path, "rerun").finish()
     done = snapshot(wh)
-    assert done == reference  # same rows per table, same run, episode and result ids and scores: no duplicates
+    assert done == reference, unscored(wh)  # same rows per table, same run, episode and result ids and scores: no duplicates
     assert not done["violations"]
 
 
@@ -329,9 +338,9 @@ def test_second_eval_while_the_first_plays_both_finish_without_duplicates(wh, re
     second = Child(eval_argv(wh), tmp_path, "second")
     second.finish()
     assert first.proc.poll() is None
-    assert snapshot(wh) == reference  # the second evaluation is complete on its own
+    assert snapshot(wh) == reference, unscored(wh)  # the second evaluation is complete on its own
     first.go_on()
     first.finish()
     snap = snapshot(wh)
-    assert snap == reference
+    assert snap == reference, unscored(wh)
     assert not snap["violations"]
