@@ -202,7 +202,7 @@ class ToolSet(Record):
 class PolicyDoc(Record):
     """One policy document of a tool set: a policy file beside its tool docs (``policy.md``, a file given
     with ``--policy``) or policy text inside a tool doc (OpenAPI ``info.description`` / tag descriptions,
-    an MCP result's ``instructions``). Stored as read; its rules are not enforced yet (issue 33)."""
+    an MCP result's ``instructions``). Stored as read; synthesize reads its rules into ``tool_rules``."""
 
     policy_id: str  # content_id("policy", toolset, source, sha256)
     toolset: str  # name of the tool set it governs

@@ -63,13 +63,15 @@ def snapshot(warehouse: str) -> dict:
     }
 
 
-def unscored(warehouse: str) -> list:
+def unscored(warehouse: str) -> str:
     """How every episode that did not score 1.0 ended (the message when a snapshot differs: a failed oracle
     episode on a loaded machine says why)."""
     from autoforge.warehouse import query
 
-    return query(warehouse, "SELECT task_id, trial, reward, termination, termination_detail FROM episodes "
+    rows = query(warehouse, "SELECT task_id, trial, reward, termination, termination_detail FROM episodes "
                             "WHERE reward IS NULL OR reward < 1 ORDER BY task_id, trial")
+    return "\n".join(f"{r['task_id']} trial {r['trial']}: reward {r['reward']}, {r['termination']}: "
+                     f"{r['termination_detail']}" for r in rows)
 
 
 def eval_argv(warehouse: str) -> list[str]:

@@ -168,3 +168,51 @@ def test_run_direct_mutates_in_place_and_checks_first():
     assert state["orders"]["O0001"]["status"] == "cancelled"
     with pytest.raises(UnsafeCodeError):
         run_direct(wrap("import os"), "t", {}, {})
+
+
+class _Cycle:
+    """Cyclic garbage with a finalizer: the collector runs Python code (a chance to switch threads) while
+    the syntax tree of another thread is being built."""
+
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        sum(range(200))
+
+
+def test_threads_parse_and_compile_tools_at_once():
+    """Episode threads open environments at once, so tool code is parsed and compiled from several threads.
+    CPython 3.11's syntax-tree conversion keeps one recursion counter per interpreter: without the module's
+    lock this raised "SystemError: AST constructor recursion depth mismatch" (an unscored episode in CI)."""
+    import gc
+    import sys
+    import threading
+
+    source = "\n".join(f"def f{i}(state, a):\n    if a > {i}:\n        return [x for x in range(a) if x % 3 == {i % 3}]\n"
+                       f"    return {{'k': (a, {i})}}" for i in range(40))
+    errors: list[str] = []
+
+    def hammer() -> None:
+        for i in range(60):
+            junk = [_Cycle() for _ in range(20)]
+            del junk
+            try:
+                static_checks.compile_tool(static_checks.parse_tool(source + f"\nz = {i}", "f0"), "f0")
+            except SystemError as e:
+                errors.append(str(e))
+                return
+
+    interval, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    sys.setswitchinterval(1e-6)
+    gc.set_threshold(50, 2, 2)
+    try:
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+        gc.set_threshold(*thresholds)
+    assert not errors, errors[:3]

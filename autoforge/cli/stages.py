@@ -233,7 +233,8 @@ HELP = {
 }
 POLICY_HELP = ("a policy document (Markdown or text; repeatable): inside a PATH folder it is that tool set's, "
                "elsewhere every PATH tool set's; a policy.md beside the tool docs is read without it "
-               "(stored in policy_docs; its rules are not enforced yet)")
+               "(stored in policy_docs; synthesize reads its rules into tool_rules and enforces those it can: "
+               "docs/policies.md)")
 COMMANDS = {"ingest": cmd_ingest, "synthesize": cmd_synthesize, "factory": cmd_factory}
 
 

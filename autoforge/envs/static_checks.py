@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import string
+import threading
 import types
 
 from autoforge.envs.sandbox import (ALLOWED_ATTRIBUTES, BLOCKED_ATTRIBUTES, FORBIDDEN_NAMES, HELPERS, MODULES,
@@ -116,6 +117,14 @@ def _depth(tree: ast.AST) -> tuple[int, ast.AST | None]:
     return deepest, where
 
 
+# CPython 3.11 converts between syntax trees and Python objects with one recursion counter per
+# interpreter, and the thread can switch in the middle: two threads parsing or compiling at once
+# (episode threads opening environments) can fail with "SystemError: AST constructor recursion
+# depth mismatch" (CPython gh-106905 and its reports). Seen here as an unscored episode
+# ("environment could not be created"), more often on a loaded machine. So: one at a time.
+_AST_LOCK = threading.Lock()
+
+
 def parse_tool(source: str, name: str) -> ast.Module:
     """Parse and strip annotations (raises :class:`UnsafeCodeError` on a syntax error)."""
     if not isinstance(source, str):
@@ -123,7 +132,8 @@ def parse_tool(source: str, name: str) -> ast.Module:
     if len(source) > MAX_SOURCE_CHARS:
         raise _fail(name, None, f"source is {len(source)} characters; the limit is {MAX_SOURCE_CHARS}")
     try:
-        tree = ast.parse(source, filename=f"<tool:{name}>")
+        with _AST_LOCK:
+            tree = ast.parse(source, filename=f"<tool:{name}>")
     except SyntaxError as e:
         err = _fail(name, None, f"syntax error: {e.msg}")
         err.line, err.col = e.lineno or 0, e.offset or 0  # type: ignore[attr-defined]
@@ -327,6 +337,7 @@ def compile_tool(source: str | ast.Module, name: str) -> types.CodeType:
     """Compile the (annotation-stripped) module. Does not run the checks: call :func:`check_source` first."""
     tree = parse_tool(source, name) if isinstance(source, str) else source
     try:
-        return compile(tree, f"<tool:{name}>", "exec", dont_inherit=True)
+        with _AST_LOCK:
+            return compile(tree, f"<tool:{name}>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         raise _fail(name, None, f"does not compile: {type(e).__name__}: {e}") from None
