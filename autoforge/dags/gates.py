@@ -21,11 +21,11 @@ cancelled). A create starts a new record: what earlier writes left no longer mat
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from autoforge import pyast
 from autoforge.types import TaskDag, ToolCode
 
 _REQUIRES = re.compile(r"if record\.get\('status'\) not in (\[[^\]]*\]):")
@@ -58,7 +58,7 @@ class Gate:
 
 def _literal(text: str):
     try:
-        return ast.literal_eval(text)
+        return pyast.literal_eval(text)  # (one thread at a time: pyast)
     except (ValueError, SyntaxError):
         return None
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import ast
 import string
-import threading
 import types
 
+from autoforge import pyast
 from autoforge.envs.sandbox import (ALLOWED_ATTRIBUTES, BLOCKED_ATTRIBUTES, FORBIDDEN_NAMES, HELPERS, MODULES,
                                     SAFE_BUILTIN_NAMES, module_exports)
 from autoforge.errors import UnsafeCodeError
@@ -117,12 +117,6 @@ def _depth(tree: ast.AST) -> tuple[int, ast.AST | None]:
     return deepest, where
 
 
-# CPython 3.11 converts between syntax trees and Python objects with one recursion counter per
-# interpreter, and the thread can switch in the middle: two threads parsing or compiling at once
-# (episode threads opening environments) can fail with "SystemError: AST constructor recursion
-# depth mismatch" (CPython gh-106905 and its reports). Seen here as an unscored episode
-# ("environment could not be created"), more often on a loaded machine. So: one at a time.
-_AST_LOCK = threading.Lock()
 
 
 def parse_tool(source: str, name: str) -> ast.Module:
@@ -132,8 +126,7 @@ def parse_tool(source: str, name: str) -> ast.Module:
     if len(source) > MAX_SOURCE_CHARS:
         raise _fail(name, None, f"source is {len(source)} characters; the limit is {MAX_SOURCE_CHARS}")
     try:
-        with _AST_LOCK:
-            tree = ast.parse(source, filename=f"<tool:{name}>")
+        tree = pyast.parse(source, filename=f"<tool:{name}>")  # (one thread at a time: pyast)
     except SyntaxError as e:
         err = _fail(name, None, f"syntax error: {e.msg}")
         err.line, err.col = e.lineno or 0, e.offset or 0  # type: ignore[attr-defined]
@@ -337,7 +330,6 @@ def compile_tool(source: str | ast.Module, name: str) -> types.CodeType:
     """Compile the (annotation-stripped) module. Does not run the checks: call :func:`check_source` first."""
     tree = parse_tool(source, name) if isinstance(source, str) else source
     try:
-        with _AST_LOCK:
-            return compile(tree, f"<tool:{name}>", "exec", dont_inherit=True)
+        return pyast.compile_tree(tree, f"<tool:{name}>")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         raise _fail(name, None, f"does not compile: {type(e).__name__}: {e}") from None
