@@ -56,7 +56,7 @@ QUERIES: dict[str, tuple[str, dict]] = {
     "demo_envs": ("SELECT env_id, env_name, sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS train, "
                   "sum(CASE WHEN split = 'test' THEN 1 ELSE 0 END) AS test FROM v_curated_tasks "
                   "WHERE n_tool_calls <= :m AND n_reasoning_nodes = 0 GROUP BY env_id, env_name "
-                  "ORDER BY train DESC, env_name", {"m": 3}),
+                  "ORDER BY count(*) DESC, env_name", {"m": 3}),
     "factory_summary": ("SELECT count(*) AS verified_tasks, count(DISTINCT env_id) AS environments, "
                         "percentile_cont(0.5) WITHIN GROUP (ORDER BY n_tool_calls) AS median_tool_calls, "
                         "round(avg(CASE WHEN n_reasoning_nodes > 0 THEN 1 ELSE 0 END), 3) AS share_with_reasoning, "
