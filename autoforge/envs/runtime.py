@@ -41,8 +41,7 @@ from pydantic import BaseModel, ConfigDict
 
 from autoforge import patterns
 from autoforge.envs import sandbox
-from autoforge.envs._worker_client import (STARVED_WALL_FACTOR, WorkerDied, WorkerProcess, check_worker, give_worker,
-                                           take_worker)
+from autoforge.envs._worker_client import WorkerDied, WorkerProcess, check_worker, give_worker, take_worker
 from autoforge.envs.static_checks import check_source, compile_tool
 from autoforge.envs.validation import ArgValidator
 from autoforge.envs.wire import NotJSON, dumps, encode, loads, state_bytes
@@ -321,17 +320,11 @@ class Environment:
         if len(frame) > MAX_ARGUMENT_BYTES:
             return _fail("invalid_arguments", f"arguments of {name} are {len(frame):,} bytes of JSON; at most "
                                               f"{MAX_ARGUMENT_BYTES:,}: pass an id or a smaller value")
-        for starved in range(STARVED_WALL_FACTOR + 1):
-            try:
-                problem = validator.problem(arguments, deadline)
-                break
-            except patterns.PatternTimeout as e:
-                # the regex engine's timeout is wall-clock: when this thread used under half the
-                # budget in CPU, it waited for a core (a loaded machine) and the check is run again
-                if starved == STARVED_WALL_FACTOR or time.thread_time() - cpu0 >= self.timeout_s / 2:
-                    return _fail("timeout", f"{name}: checking the arguments against the tool's JSON Schema did "
-                                            f"not finish within the call's {self.timeout_s:g} s limit: {e}")
-                deadline = time.monotonic() + self.timeout_s
+        try:
+            problem = validator.problem(arguments, deadline)
+        except patterns.PatternTimeout as e:
+            return _fail("timeout", f"{name}: checking the arguments against the tool's JSON Schema did not "
+                                    f"finish within the call's {self.timeout_s:g} s limit: {e}")
         if problem is not None:
             return _fail("invalid_arguments", f"invalid arguments for {name}: {problem}")
         if self._lost:

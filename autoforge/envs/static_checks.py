@@ -117,8 +117,6 @@ def _depth(tree: ast.AST) -> tuple[int, ast.AST | None]:
     return deepest, where
 
 
-
-
 def parse_tool(source: str, name: str) -> ast.Module:
     """Parse and strip annotations (raises :class:`UnsafeCodeError` on a syntax error)."""
     if not isinstance(source, str):
