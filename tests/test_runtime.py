@@ -119,6 +119,35 @@ def test_determinism_and_agreement_with_direct_execution(env):
     assert runs[0][1] == state_hash(direct_state)
 
 
+def test_a_caller_that_reads_the_state_after_each_call_gets_it_with_the_call(env, monkeypatch):
+    """A gold run reads the state after every call: from the second call on it comes with the call's reply
+    (one round trip per call, not two), the same state a separate request gives; a caller that stops
+    reading it stops receiving it."""
+    sent = []
+    real = _worker_client.WorkerProcess.request
+
+    def counting(self, payload, *args, **kw):
+        sent.append(payload)
+        return real(self, payload, *args, **kw)
+
+    monkeypatch.setattr(_worker_client.WorkerProcess, "request", counting)
+    env.reset(mock_state())
+    direct_state = mock_state()
+    sent.clear()
+    for name, args in EPISODE:
+        env.call(name, args)
+        run_direct(SOURCES[name], name, direct_state, args)
+        assert env.get_state() == direct_state
+    asks = [p for p in sent if p.startswith(b'["state"')]
+    calls = [p for p in sent if p.startswith(b'["call"')]
+    assert len(calls) == len(EPISODE) and len(asks) == 1  # only after the first call
+    assert all(p.endswith(b",true]") for p in calls[1:])
+    sent.clear()
+    for name, args in EPISODE[:3]:  # the state is not read any more
+        env.call(name, args)
+    assert [p.endswith(b",true]") for p in sent] == [True, False, False]
+
+
 def test_module_globals_do_not_survive_a_call():
     """Each call runs in a fresh namespace: a module-level counter is hidden state, so it never counts."""
     src = "SEEN = {'n': 0}\n\ndef count(state):\n    SEEN['n'] += 1\n    return SEEN['n']\n"

@@ -17,7 +17,7 @@ from autoforge.tasks.generate import generate_task, generate_tasks, split_of, st
 from autoforge.tasks.instantiate import make_world
 from autoforge.tasks.phrasing import PhrasingError, refine_request, write_request
 from autoforge.tasks.verify import CHECKS, verify_tasks
-from autoforge.types import ArgSource, Task, ToolCall, ToolCode, VerificationResult, content_id, state_hash
+from autoforge.types import ArgSource, Task, ToolCall, ToolCode, VerificationResult, canonical_json, content_id, state_hash
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +121,24 @@ def test_world_has_distractors(env):
     assert len(set(firsts)) < len(firsts)  # similar names
     assert all(o["product_id"] in world["products"] for o in orders.values())
     assert make_world(env, random.Random(0)) == world
+
+
+def test_world_pool_hands_out_copies_of_worlds_made_once_in_any_order(env, monkeypatch):
+    from autoforge.tasks import world_pool
+    from autoforge.tasks.world_pool import WorldPool, pool_size
+
+    made = []
+    monkeypatch.setattr(world_pool, "make_world", lambda e, rng: made.append(1) or make_world(e, rng))
+    rngs = [random.Random(f"0:d{i}:{i}") for i in range(40)]
+    pool = WorldPool(env, 0, 5)
+    worlds = [pool.draw(r) for r in rngs]
+    assert len(made) == 5 and len({canonical_json(w) for w in worlds}) == 5  # five worlds, each made once
+    assert worlds[0] == make_world(env, random.Random(f"0:world:{random.Random('0:d0:0').randrange(5)}"))
+    worlds[0]["users"].clear()  # a candidate's gold run changes its copy, never the pool's world
+    again = WorldPool(env, 0, 5)  # another order of draws (another process) gives each candidate the same world
+    back = [again.draw(random.Random(f"0:d{i}:{i}")) for i in reversed(range(40))][::-1]
+    assert back[1:] == worlds[1:] and back[0]["users"]
+    assert [pool_size(n) for n in (0, 20, 110, 1100)] == [8, 8, 28, 275]
 
 
 def test_generate_same_seed_same_ids(env, tools, dags):

@@ -15,6 +15,9 @@ Requests -> replies:
     ["reset", key, state]      -> ["ok", {name: load_error_or_null}]   start from ``state``, kept as ``key``
     ["reset", key]             -> ["ok", ...] / ["missing", key]      start from the resident state ``key``
     ["call", name, args]       -> [kind, output, error, rolled_back]   kind: ok | tool_error | invalid_arguments | crashed | memory_limit
+    ["call", name, args, true] -> the same reply, then a second frame ["ok", state]: the state after the call
+                                  (a gold run reads it after every call: one round trip instead of two); no
+                                  second frame when the worker retires (memory_limit, "retired")
     ["state"]                  -> ["ok", state]
     ["hash"]                   -> ["ok", "h2:..."]   the state hash (autoforge.types.state_hash), kept up to date
 
@@ -343,11 +346,12 @@ def serve(rfd: int, wfd: int, worker: Worker) -> None:
         body = reader.frame()
         if body is None:
             return
-        retire, op = False, None
+        retire, op, then_state = False, None, False
         try:
             msg = loads(body)
             op = msg[0]
             if op == "call":
+                then_state = len(msg) > 3 and msg[3] is True
                 reply = worker.call(msg[1], msg[2])
             elif op == "reset":
                 reply = worker.reset(*msg[1:3], size=len(body))
@@ -375,6 +379,12 @@ def serve(rfd: int, wfd: int, worker: Worker) -> None:
         write_frame(wfd, payload)
         if retire:
             return
+        if then_state:
+            try:
+                state = b'["ok",' + worker.snap + b"]"
+            except MemoryError:
+                state = dumps(["error", "MemoryError while encoding the state"])
+            write_frame(wfd, state)
 
 
 def main(argv: list[str]) -> None:

@@ -78,6 +78,7 @@ class WorkerProcess:
         self.resident: set[str] = set()  # keys of the states sent to it (it may have dropped some since)
         self.bytes_sent = 0  # request bytes written to it (tests count what a reset sends)
         self.last_frame: bytes | None = None  # the last reply, undecoded
+        self.state_frame: bytes | None = None  # the state after the last call that asked for it, undecoded
         p2c_r, p2c_w = os.pipe()
         c2p_r, c2p_w = os.pipe()
         env = {"PYTHONHASHSEED": str(self.hash_seed), "PYTHONPATH": _PACKAGE_ROOT, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -175,8 +176,10 @@ class WorkerProcess:
         return WorkerDied(kind, message)
 
     # ------------------------------------------------------------------ requests
-    def request(self, payload: bytes, timeout_s: float | None = None) -> list:
-        """Send one encoded request, return the decoded reply; raise :class:`WorkerDied`."""
+    def request(self, payload: bytes, timeout_s: float | None = None, *, then_state: bool = False) -> list:
+        """Send one encoded request, return the decoded reply; raise :class:`WorkerDied`. ``then_state``: the
+        request is a call that asked for the state after it (:mod:`autoforge.envs._worker`): its second
+        frame is kept, undecoded, in ``state_frame`` (None when the worker sent none)."""
         if self.dead:
             raise WorkerDied("crashed", "the worker is gone")
         if not self._ready:
@@ -196,9 +199,12 @@ class WorkerProcess:
             raise self._die("crashed", None) from None
         self.last_frame = self._read_frame(started[0] + budget, started, budget)  # (Environment keeps state replies)
         reply = loads(self.last_frame)
+        self.state_frame = None
         if reply and (reply[0] == "memory_limit" or reply[-1] == "retired"):  # it answers, then exits: reap it
             self.dead = True
             self._finalizer()
+        elif then_state:
+            self.state_frame = self._read_frame(time.monotonic() + ADMIN_TIMEOUT_S + self.timeout_s)
         return reply
 
     def admin(self, obj: Any) -> list:

@@ -165,6 +165,11 @@ class Environment:
         self._log: list[bytes] | None = None  # successful calls since reset; None: too many to replay
         self._lost = False  # the state could not be rebuilt after a kill: reset() needed
         self._seen: dict[str, bytes] = {}  # "state" / "hash" -> the worker's reply since the last call or reset
+        # A caller that reads the state after each call (a gold run, a replay) gets it with the call's reply:
+        # set when get_state follows a call, cleared when a state sent that way went unread.
+        self._state_with_calls = False
+        self._after_call = False  # a call ran since the last reset or get_state
+        self._unread = False  # the state that came with the last call has not been read
         self._fresh_seed = _fresh_seed  # smoke_check: the first worker is a check worker with this hash seed
 
     @classmethod
@@ -256,6 +261,7 @@ class Environment:
             raise ConfigError(f"state must be a dict of collections, got {type(state).__name__}")
         self._reset_frame, self._log, self._lost = frame, [], False
         self._seen.clear()
+        self._after_call = self._unread = False
         w = self._worker
         if w is None or w.dead:
             self._live_worker()  # loads the tools and applies the reset
@@ -330,6 +336,10 @@ class Environment:
         if self._lost:
             return _fail("crashed", "the environment state was lost after a limit breach; call reset() first")
         self._seen.clear()  # the call may change the state
+        if self._unread:  # the state sent with the last call went unread: stop asking for it
+            self._state_with_calls = self._unread = False
+        self._after_call = True
+        then_state = self._state_with_calls
         # What the argument check left of the call's time, in this thread's CPU seconds: on a busy
         # machine (or beside other episode threads) the wall clock runs on while the check waits
         # for a core, and that wait must not shorten the tool's budget (rewards would depend on load).
@@ -339,7 +349,9 @@ class Environment:
                                     "limit; the tool did not run")
         try:
             w = self._live_worker()  # (restarting a stopped worker does not count against the call)
-            reply = w.request(frame, left)
+            reply = w.request(frame[:-1] + b",true]" if then_state else frame, left, then_state=then_state)
+            if then_state and w.state_frame is not None and w.state_frame.startswith(b'["ok",'):
+                self._seen["state"], self._unread = w.state_frame, True
         except WorkerDied as e:  # timeout or a dead worker: the next call gets a fresh one
             return _fail(e.kind, f"{name}: {e}")
         except SandboxError as e:  # the state could not be rebuilt
@@ -386,6 +398,10 @@ class Environment:
         """The worker's answer to ``what``, decoded afresh from its reply when nothing changed since it
         was given (each caller gets its own copy), else asked for."""
         frame = self._seen.get(what)
+        if what == "state":
+            if frame is None and self._after_call:
+                self._state_with_calls = True  # read after a call: the next calls send it with their reply
+            self._after_call = self._unread = False
         if frame is not None and not self._lost:
             return loads(frame)[1]
         out = self._ask([what])

@@ -452,15 +452,17 @@ def _lookup_node(dag_nodes: list[DagNode], w: DagNode, g: dict, env: Environment
 
 
 def build(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, w: DagNode, g: dict, runtime: Any,
-          rng: random.Random) -> Boundary:
-    """One boundary task's gold (see the module docstring); raises DagExecutionError with a reason."""
-    from autoforge.tasks.instantiate import FactChooser, make_world
+          rng: random.Random, worlds: Any = None) -> Boundary:
+    """One boundary task's gold (see the module docstring); raises DagExecutionError with a reason.
+    ``worlds``: the environment's :class:`~autoforge.tasks.world_pool.WorldPool` (None: a world made from ``rng``)."""
+    from autoforge.tasks.instantiate import FactChooser
+    from autoforge.tasks.world_pool import fresh_world
 
     tool = tools[w.tool or ""]
     ups = ancestors(dag, w.node_id)
     keep = [n for n in dag.nodes if n.node_id in ups]
     sub = _sub_dag(dag, keep + [w], [], "boundary-run")
-    world = make_world(env, rng)
+    world = fresh_world(env, rng, worlds)
     facts: dict[str, Any] = {}
     # the facts, chosen on a world where the write works (as for any task)
 

@@ -24,7 +24,8 @@ from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.llm.record import drain_calls
 from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_dag
-from autoforge.tasks.instantiate import FactChooser, make_world
+from autoforge.tasks.instantiate import FactChooser
+from autoforge.tasks.world_pool import WorldPool, fresh_world, pool_size
 from autoforge.tasks.kinds import ANSWER, BOUNDARY, task_kind
 from autoforge.tasks.phrasing import PhrasingError, boundary_request, refine_request, write_request
 from autoforge.tasks.keep_rules import run_keeping_rules
@@ -123,11 +124,12 @@ def keep_judged(calls: list, judged: list[dict] | None) -> None:
 
 def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, runtime: Any, rng: random.Random, *,
                   client: Any = None, test_fraction: float = TEST_FRACTION, batch_id: str | None = None,
-                  run_id: str | None = None, judged: list[dict] | None = None) -> Task:
+                  run_id: str | None = None, judged: list[dict] | None = None, worlds: WorldPool | None = None) -> Task:
     """One task from one DAG (raises DagExecutionError / PhrasingError with a reason category). ``judged``:
     the environment's judged rules (:func:`autoforge.tasks.rules.judged_checks`); a gold run that a runtime
-    rule refuses, or whose calls break a judged rule by their order, is rejected with reason ``policy_rule``."""
-    world = make_world(env, rng)
+    rule refuses, or whose calls break a judged rule by their order, is rejected with reason ``policy_rule``.
+    ``worlds``: the environment's pool the initial state is drawn from (None: a world made from ``rng``)."""
+    world = fresh_world(env, rng, worlds)
     facts: dict[str, Any] = {}
     if dag.answer is not None:
         return _answer_task(env, tools, dag, runtime, rng, world, facts, test_fraction=test_fraction, batch_id=batch_id,
@@ -199,14 +201,14 @@ def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDa
 def boundary_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, write: DagNode, guard: dict,
                   runtime: Any, rng: random.Random, *, client: Any = None, test_fraction: float = TEST_FRACTION,
                   batch_id: str | None = None, run_id: str | None = None,
-                  judged: list[dict] | None = None) -> tuple[Task, TaskDag]:
+                  judged: list[dict] | None = None, worlds: WorldPool | None = None) -> tuple[Task, TaskDag]:
     """A boundary task (:mod:`autoforge.tasks.boundary`): the user asks for ``write``, which ``guard`` forbids
     on the task's world; the gold makes the reads that show why. Returns the task and its DAG (the gold
     reads, then the requested write), which is stored with it. Raises DagExecutionError / PhrasingError."""
     from autoforge.tasks.answers import answer_given_away
     from autoforge.tasks.boundary import build, twins
 
-    b = build(env, tools, dag, write, guard, runtime, rng)
+    b = build(env, tools, dag, write, guard, runtime, rng, worlds)
     run = DagRun(calls=b.run.calls, outputs=b.run.outputs, final_state=b.run.final_state, facts=b.facts,
                  args={**b.run.args, write.node_id: b.write_args})
     draft = boundary_request(b.phrase_dag, run, tools, env, rng)
@@ -271,7 +273,8 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
 
     A round is every DAG :func:`attempt_weight` times, in an order shuffled by ``seed`` (the first DAG
     of each write tool moved to the front, :func:`coverage_first`); each
-    attempt has its own world seed. After each of these fresh turns, ``proven_turns`` turns go
+    attempt has its own seed, which picks its world from the environment's pool
+    (:class:`~autoforge.tasks.world_pool.WorldPool`, about ``n_tasks / 4`` worlds). After each of these fresh turns, ``proven_turns`` turns go
     to DAGs that made a task on their last try (first come, first served; one that fails leaves
     the queue), so a DAG that instantiates well makes more tasks, up to its blueprint and
     sequence caps, instead of every DAG getting one try. Walks scale with ``n_tasks`` and the
@@ -325,10 +328,11 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     queued: set[str] = set()  # their ids
     budget = max_attempts or n_tasks * 3
     done = attempt = 0
+    worlds = WorldPool(env, seed, pool_size(n_tasks))
     done = _boundary_tasks(env, by_name, dags, seed, n_tasks, runtime_factory=lambda: open_env(mine, env_factory),
                            client=client, test_fraction=test_fraction, batch_id=batch_id, run_id=run_id, judged=judged,
                            share=boundary_share, skip_ids=skip_ids, seen=seen, tasks=tasks, rejections=rejections,
-                           dags_out=dags_out)
+                           dags_out=dags_out, worlds=worlds)
 
     def try_dag(dag: TaskDag, runtime: Any) -> bool:
         """One instantiation attempt of ``dag``; True when it made a new task."""
@@ -338,7 +342,7 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
         attempt += 1
         try:
             task = generate_task(env, by_name, dag, runtime, rng, client=client, test_fraction=test_fraction,
-                                 batch_id=batch_id, run_id=run_id, judged=judged)
+                                 batch_id=batch_id, run_id=run_id, judged=judged, worlds=worlds)
         except (DagExecutionError, PhrasingError) as exc:
             where = node_label(dag, getattr(exc, "node", None))
             rejections.append(rejection("generate", item, exc.reason, (exc.detail + (f" (at {where})" if where else ""))[:500],
@@ -408,7 +412,8 @@ def boundary_count(n_tasks: int, share: float, n_candidates: int) -> int:
 def _boundary_tasks(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: list[TaskDag], seed: int, n_tasks: int, *,
                     runtime_factory: Any, client: Any, test_fraction: float, batch_id: str | None, run_id: str | None,
                     judged: list[dict] | None, share: float | None, skip_ids: set[str], seen: set[str],
-                    tasks: dict[str, Task], rejections: list[Rejection], dags_out: list[TaskDag] | None) -> int:
+                    tasks: dict[str, Task], rejections: list[Rejection], dags_out: list[TaskDag] | None,
+                    worlds: WorldPool | None = None) -> int:
     """The boundary tasks of :func:`generate_tasks` (into ``tasks``, ``rejections``, ``seen``); returns how many."""
     from autoforge.settings import setting
     from autoforge.tasks.boundary import candidates, coverage_order
@@ -436,7 +441,7 @@ def _boundary_tasks(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: li
                 try:
                     task, bdag = boundary_task(env, tools, dag, w, g, runtime, rng, client=client,
                                                test_fraction=test_fraction, batch_id=batch_id, run_id=run_id,
-                                               judged=judged)
+                                               judged=judged, worlds=worlds)
                 except (DagExecutionError, PhrasingError) as exc:
                     where = node_label(dag, getattr(exc, "node", None))
                     rejections.append(rejection("generate", item, exc.reason, (
