@@ -112,6 +112,36 @@ def test_upsert_never_duplicates_and_roundtrips(warehouse):
     assert T.Run.make("ingest", {"paths": ["x"]}).run_id == run.run_id
 
 
+def test_reads_inside_reading_share_one_connection_and_user_sql_gets_its_own(warehouse, monkeypatch):
+    """A stage's load asks the warehouse a dozen questions: inside ``reading`` they share one read-only
+    connection; user SQL, which needs its own connection with its limits, is refused there with why; a write
+    afterwards works."""
+    from autoforge.warehouse import reading, store
+
+    write_records(warehouse, [_spec(i) for i in range(3)] + [_task(1)] + _checks("task_1", [True, False]))
+    opened = []
+    real = store.connect
+
+    def counting(*args, **kw):
+        opened.append(kw.get("read_only", False))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(store, "connect", counting)
+    with reading(warehouse):
+        specs = read_records(warehouse, T.ToolSpec)
+        n = query(warehouse, "SELECT count(*) AS n FROM tool_specs", read_only_check=False)[0]["n"]
+        checks = read_records(warehouse, T.VerificationResult)  # its key has a column named like a keyword (check)
+        with reading(warehouse):  # nested: the same connection
+            assert query(warehouse, "SELECT 1 AS one", read_only_check=False) == [{"one": 1}]
+        assert opened == [True]
+        with pytest.raises(WarehouseError, match="user SQL cannot run inside warehouse.reading"):
+            query(warehouse, "SELECT count(*) AS n FROM runs")  # user SQL needs its limits: not on this connection
+    assert query(warehouse, "SELECT count(*) AS n FROM runs")[0]["n"] == 0 and opened == [True, True]
+    assert len(specs) == n == 3 and [c.check for c in checks] == ["policy_rule", "replay_deterministic"]
+    write_records(warehouse, [_spec(9)])  # the reader is closed: a writer may open the file
+    assert opened[-1] is False and query(warehouse, "SELECT count(*) AS n FROM tool_specs")[0]["n"] == 4
+
+
 def test_a_failing_batch_keeps_nothing_and_earlier_rows_stay(warehouse):
     write_records(warehouse, [_spec(1)])
     bad = T.ToolDoc(doc_id="d", toolset="s", path="p", content="", status="accepted", format="openai")

@@ -133,9 +133,12 @@ def cmd_factory(args: argparse.Namespace) -> int:
     params = _factory_params(args, bundled=args.bundled or not args.paths)
     result = run_factory_cli(params, use_prefect=not args.no_prefect, task_runner=args.task_runner,
                              dask_address=args.dask_address)
-    print_factory_summary(wh(args), result)
-    print_policy_counts(params.docs().policy_counts())
-    return print_environment_yield(wh(args), result.get("environments") or [])
+    from autoforge.pipeline.corpus import reading
+
+    with reading(wh(args)):  # the reports' dozen questions on one connection
+        print_factory_summary(wh(args), result)
+        print_policy_counts(params.docs().policy_counts())
+        return print_environment_yield(wh(args), result.get("environments") or [])
 
 
 def print_policy_counts(counts: dict[str, int]) -> None:

@@ -10,10 +10,11 @@ warehouse (``tests/test_layout.py`` checks it). Functions return the records of
 
 from __future__ import annotations
 
-from typing import Iterable, TypeVar
+from typing import ContextManager, Iterable, TypeVar
 
 from autoforge.types import EnvironmentRecord, Record, Task, TaskDag, ToolCode, ToolRule, ToolSpec
 from autoforge.warehouse import TABLES, column_exists, query, read_records, table_exists
+from autoforge.warehouse import reading as _reading
 
 M = TypeVar("M", bound=Record)
 USABLE = ("ready", "partial")  # environment statuses with accepted tools to run
@@ -27,6 +28,12 @@ def ids_clause(column: str, ids: Iterable[str] | None, prefix: str = "i") -> tup
         return None, {}
     names = [f"{prefix}{k}" for k in range(len(ids))]
     return f"{column} IN ({', '.join(':' + n for n in names)})", dict(zip(names, ids))
+
+
+def reading(warehouse: str | None) -> ContextManager[None]:
+    """The reads of this module inside the block share one read-only connection (the CLI's reports after a
+    factory run ask a dozen questions): :func:`autoforge.warehouse.store.reading`; nothing inside may write."""
+    return _reading(warehouse)
 
 
 def has_relation(warehouse: str | None, name: str) -> bool:

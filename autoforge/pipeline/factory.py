@@ -22,7 +22,7 @@ from autoforge.pipeline.common import BACKENDS, TASKS_PER_ENV, StageParams, clie
 from autoforge.pipeline.corpus import funnel_rows
 from autoforge.pipeline.parallel import shared_pool, workers_for
 from autoforge.types import content_id
-from autoforge.warehouse import query
+from autoforge.warehouse import query, reading
 
 STAGES = ("ingest", "synthesize", "sample", "generate", "verify")
 
@@ -183,8 +183,10 @@ def run_factory(params: FactoryParams | None = None, progress: Callable[[str, di
         timed("sample", lambda: sample.run(wh, sp["sample"], batch_id=batch, client=client))
         timed("generate", lambda: generate.run(wh, sp["generate"], batch_id=batch, client=client))
         timed("verify", lambda: verify.run(wh, sp["verify"], batch_id=batch))
+    with reading(wh):
+        funnel = funnel_rows(wh)
     return {"batch_id": batch, "stages": stages, "seconds": round(time.perf_counter() - t0, 3),
-            "funnel": funnel_rows(wh), "environments": synthesized}
+            "funnel": funnel, "environments": synthesized}
 
 
 EMPTY_EXIT_CODE = 3  # `autoforge factory`: an environment the batch was asked for yields no verified task

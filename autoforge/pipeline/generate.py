@@ -20,7 +20,7 @@ from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, clie
 from autoforge.pipeline.parallel import map_envs
 from autoforge.tasks.generate import TEST_FRACTION, StageResult, generate_env, stage_counts
 from autoforge.types import EnvironmentRecord, Run, TaskDag, ToolCode
-from autoforge.warehouse import query, read_records
+from autoforge.warehouse import query, read_records, reading
 
 STAGE = "generate"
 
@@ -100,7 +100,8 @@ def run(warehouse: str | None, params: GenerateParams | None = None, *, batch_id
     params = params or GenerateParams(**fields)
     row = params.run_row(batch_id)
     t0 = time.perf_counter()
-    inp = load(warehouse, params)
+    with reading(warehouse):  # one connection for the load's questions
+        inp = load(warehouse, params)
     client = client if client is not None else client_for(params.backend)
     results = map_envs([partial(run_one, e, inp.only(e), params, row.run_id, batch_id=batch_id, client=client,
                                 env_factory=env_factory) for e in inp.envs],

@@ -20,6 +20,7 @@ from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, clie
                                        persist)
 from autoforge.pipeline.parallel import map_envs
 from autoforge.types import EnvironmentRecord, Run, ToolCode
+from autoforge.warehouse import reading
 
 STAGE = "sample"
 MIN_WALKS = 40  # walks (and merges) per environment at least; more for bigger batches (DEFAULT, see walks_for)
@@ -89,7 +90,8 @@ def run(warehouse: str | None, params: SampleParams | None = None, *, batch_id: 
     params = params or SampleParams(**fields)
     row = params.run_row(batch_id)
     t0 = time.perf_counter()
-    inp = load(warehouse, params)
+    with reading(warehouse):  # one connection for the load's questions
+        inp = load(warehouse, params)
     client = client if client is not None else client_for(params.backend)
     tools = [inp.tools.get(e.env_id, []) for e in inp.envs]
     results = map_envs([partial(run_one, e, t, params, row.run_id, client) for e, t in zip(inp.envs, tools)],

@@ -59,7 +59,7 @@ from autoforge.llm.record import MemoryRecorder, stamped
 from autoforge.pipeline.common import TOOLSET_IDS_HELP, StageParams, given, ids_clause, persist
 from autoforge.pipeline.parallel import map_envs
 from autoforge.types import EnvironmentRecord, LLMCall, PolicyDoc, Run, ToolSet, ToolSpec, WorldCheck
-from autoforge.warehouse import query, read_records, table_exists
+from autoforge.warehouse import query, read_records, reading, table_exists
 
 STAGE = "synthesize"
 
@@ -269,9 +269,10 @@ def run(warehouse: str | None, params: SynthesizeParams | None = None, *, batch_
         settings: Any = None, **fields: Any) -> dict[str, Any]:
     """The whole stage without Prefect. Returns ``{"run_id", "counts", "environments", "table", "written"}``."""
     params = params or SynthesizeParams(**fields)
-    todo = load(warehouse, params)
+    with reading(warehouse):  # one connection for the load's questions
+        todo = load(warehouse, params)
+        cache = load_cache(warehouse, params.backend)
     row = params.run_row(batch_id)
-    cache = load_cache(warehouse, params.backend)
     recorder = MemoryRecorder()  # the environment in progress records here; synthesize_one drains it
     results: list[SynthesisResult] = []
     online = params.backend not in (None, "", "offline")

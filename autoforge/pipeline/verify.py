@@ -22,7 +22,7 @@ from autoforge.pipeline.parallel import map_envs
 from autoforge.tasks.generate import StageResult, blueprint_key, duplicate_key, stage_counts
 from autoforge.tasks.verify import verify_env
 from autoforge.types import EnvironmentRecord, Run, Task, TaskDag, ToolCode, ToolSpec
-from autoforge.warehouse import column_exists, query, read_records
+from autoforge.warehouse import column_exists, query, read_records, reading
 
 STAGE = "verify"
 
@@ -125,7 +125,8 @@ def run(warehouse: str | None, params: VerifyParams | None = None, *, batch_id: 
     params = params or VerifyParams(**fields)
     row = params.run_row(batch_id)
     t0 = time.perf_counter()
-    inp = load(warehouse, params)
+    with reading(warehouse):  # one connection for the load's questions
+        inp = load(warehouse, params)
     todo = inp.todo()
     results = map_envs([partial(run_one, e, inp.only(e), row.run_id, env_factory=env_factory) for e in todo],
                        [len(inp.tasks.get(e.env_id, [])) for e in todo], local=env_factory is not None)

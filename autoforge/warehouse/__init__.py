@@ -2,7 +2,8 @@
 
 from autoforge.warehouse.engine import connect, resolve_url
 from autoforge.warehouse.migrations import apply_migrations
-from autoforge.warehouse.store import TABLES, check_read_only, column_exists, query, read_records, table_exists, write_records
+from autoforge.warehouse.store import (TABLES, check_read_only, column_exists, query, read_records, reading, table_exists,
+                                       write_records)
 
 __all__ = [
     "TABLES",
@@ -12,6 +13,7 @@ __all__ = [
     "connect",
     "query",
     "read_records",
+    "reading",
     "resolve_url",
     "table_exists",
     "write_records",

@@ -8,11 +8,13 @@ content hashes), so re-running a stage never duplicates a row.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import time
 import typing
 from collections import defaultdict
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
 import sqlalchemy as sa
 from pydantic import BaseModel
@@ -20,7 +22,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from autoforge import types as T
 from autoforge.errors import ReadOnlyQueryError, WarehouseError
-from autoforge.warehouse.engine import connect, is_duckdb, resolve_url
+from autoforge.warehouse.engine import connect, duckdb_path, is_duckdb, resolve_url
 from autoforge.warehouse.limits import Deadline, SqlLimits, driver_interrupt, is_timeout_text, sql_limits
 
 M = TypeVar("M", bound=T.Record)
@@ -476,6 +478,44 @@ def start_deadline(conn: sa.Connection, url: str, limits: SqlLimits) -> Deadline
     return Deadline(limits.timeout_s, driver_interrupt(conn))
 
 
+_READER: contextvars.ContextVar[tuple[str, sa.Connection] | None] = contextvars.ContextVar("autoforge_reader", default=None)
+
+
+@contextlib.contextmanager
+def reading(warehouse: str | None) -> Iterator[None]:
+    """One read-only connection for the internal reads inside (a stage's ``load``, the factory's reports):
+    opening and closing a DuckDB file costs ~20-40 ms, and a stage's load asks it ten questions. Nothing
+    inside may write (DuckDB opens a file read-only or read-write per process, not both). User SQL
+    (``read_only_check``) still gets its own connection with its limits. PostgreSQL, or a DuckDB file that
+    does not exist yet: each read opens its own, as outside."""
+    url = resolve_url(warehouse)
+    path = duckdb_path(url)
+    held = _READER.get()
+    if (held is not None and held[0] == url) or path is None or not path.exists():
+        yield
+        return
+    with connect(url, read_only=True) as conn:
+        token = _READER.set((url, conn))
+        try:
+            yield
+        finally:
+            _READER.reset(token)
+
+
+@contextlib.contextmanager
+def _reader(url: str, *, internal: bool, memory_mb: int | None) -> Iterator[sa.Connection]:
+    """The connection of :func:`reading` for an internal read of ``url``, else a new read-only one."""
+    held = _READER.get()
+    if held is not None and held[0] == url:
+        if not internal:  # DuckDB opens a file with one configuration per process: no second one with the limits
+            raise WarehouseError("user SQL cannot run inside warehouse.reading(): its connection has no SQL limits and "
+                                 "DuckDB allows no second one with them in this process; run the query after the block")
+        yield held[1]
+        return
+    with connect(url, read_only=True, memory_mb=memory_mb) as conn:
+        yield conn
+
+
 def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_only_check: bool = True,
           timeout_s: float | None = None) -> list[dict]:
     """Run one read-only query and return rows as dicts, on a read-only connection.
@@ -492,7 +532,7 @@ def query(warehouse: str | None, sql: str, params: dict | None = None, *, read_o
     if read_only_check and not params:
         check_read_only(sql)  # before opening anything
     limits = sql_limits(timeout_s) if read_only_check else None
-    with connect(url, read_only=True, memory_mb=limits.memory_mb if limits else None) as conn:
+    with _reader(url, internal=not read_only_check, memory_mb=limits.memory_mb if limits else None) as conn:
         deadline = start_deadline(conn, url, limits) if limits else None
         try:
             if read_only_check and not is_duckdb(url):
@@ -529,7 +569,8 @@ def read_records(
 ) -> list[M]:
     """Load rows of ``model``'s table as validated records (``where`` is a SQL condition with :named params)."""
     name, pk = TABLES[model]
-    sql = f"SELECT * FROM {name}" + (f" WHERE {where}" if where else "") + f" ORDER BY {order_by or ', '.join(pk)}"
+    keys = ", ".join(f'"{c}"' for c in pk)  # quoted: a key column may be named like a keyword (check)
+    sql = f"SELECT * FROM {name}" + (f" WHERE {where}" if where else "") + f" ORDER BY {order_by or keys}"
     rows = query(warehouse, sql, params, read_only_check=False)
     json_fields = _json_fields(model)
     fields = set(model.model_fields)
