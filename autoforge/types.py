@@ -25,6 +25,30 @@ def canonical_json(obj: Any) -> str:
     return _canon(obj)
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """``canonical_json(a) == canonical_json(b)`` for JSON values, ~5x faster where they are equal: equal values of
+    the same JSON types (``1``, ``1.0`` and ``True`` are equal in Python, not in JSON; so are ``0.0`` and ``-0.0``)."""
+    if a is b:
+        return True
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is dict:
+        if len(a) != len(b):
+            return False
+        for k, v in a.items():
+            if k not in b or not same_json(v, b[k]):
+                return False
+        return True
+    if t is list:
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    if t is float:
+        return a == b and repr(a) == repr(b)
+    if t in (str, int, bool) or a is None:
+        return a == b
+    return canonical_json(a) == canonical_json(b)  # a tuple, a datetime: as the hashes see it
+
+
 def _canonical_json_py(obj: Any) -> str:
     """:func:`canonical_json` through ``json.dumps`` (which builds an encoder per call: ~10x slower)."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -16,7 +16,7 @@ from test_rollout_support import make_tools, tasks_and_dags
 from autoforge.envs.runtime import Environment, ResidentState, run_tool_direct
 from autoforge.rollout.reward import score
 from autoforge.tasks.verify import check_replay
-from autoforge.types import STATE_HASH_PREFIX, canonical_json, legacy_state_hash, state_hash, state_hash_like
+from autoforge.types import STATE_HASH_PREFIX, canonical_json, legacy_state_hash, same_json, state_hash, state_hash_like
 
 # One tool that applies a list of edits, so a random edit sequence is a random sequence of calls.
 EDIT = tool_code("edit", '''
@@ -177,6 +177,16 @@ def _reference_hash(state: dict) -> str:
 def test_the_hash_is_its_definition(state):
     assert state_hash(state) == _reference_hash(state)
     assert state_hash({1: {2: "x"}}) == _reference_hash({1: {2: "x"}})  # non-string keys, as canonical JSON has them
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=_values, b=_values)
+def test_same_json_is_equal_canonical_json(a, b):
+    """The fast comparison the gold runs' state diffs use (autoforge.types.same_json) says what canonical JSON says."""
+    for x, y in ((a, b), (a, a), (a, copy.deepcopy(a))):
+        assert same_json(x, y) == (canonical_json(x) == canonical_json(y))
+    assert not same_json({"n": 1}, {"n": True}) and not same_json([0.0], [-0.0]) and not same_json(1, 1.0)
+    assert same_json({"a": 1, "b": [None, "x"]}, {"b": [None, "x"], "a": 1})
 
 
 def test_equal_states_hash_equal_whatever_the_order_and_history():

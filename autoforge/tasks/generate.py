@@ -33,7 +33,7 @@ from autoforge.tasks.rules import describe_break, gold_breaks, task_rules
 from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_writes_observable,
                                      sequence_cap)
 from autoforge.types import (DagNode, EnvironmentRecord, ToolCall, LLMCall, Rejection, Task, TaskDag, ToolCode, VerificationResult, canonical_json,
-                             content_hash, content_id, legacy_state_hash, state_hash)
+                             content_hash, content_id, legacy_state_hash, same_json, state_hash)
 
 TEST_FRACTION = 0.10  # share of tasks held out for evaluation (DEFAULT; the paper reports no split)
 
@@ -44,10 +44,10 @@ def state_change(before: dict, after: dict) -> dict:
     for coll in sorted(set(before) | set(after)):
         a, b = before.get(coll) or {}, after.get(coll) or {}
         if not isinstance(a, dict) or not isinstance(b, dict):
-            if canonical_json(a) != canonical_json(b):
+            if not same_json(a, b):
                 out[coll] = {"*": [a, b]}
             continue
-        diff = {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if canonical_json(a.get(k)) != canonical_json(b.get(k))}
+        diff = {k: [a.get(k), b.get(k)] for k in sorted(set(a) | set(b)) if not same_json(a.get(k), b.get(k))}
         if diff:
             out[coll] = diff
     return out

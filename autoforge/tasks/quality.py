@@ -40,7 +40,7 @@ from autoforge.domain.values import domain_for, order_pairs, pair_of
 from autoforge.envs.interface import EnvLike
 from autoforge.patterns import PatternError
 from autoforge.tooldocs.schema import documented_pattern
-from autoforge.types import ToolCall, ToolCode, canonical_json
+from autoforge.types import ToolCall, ToolCode, canonical_json, same_json
 
 # A blueprint may hold at most this share of an environment's tasks, and at least
 # BLUEPRINT_MIN tasks (DEFAULT, ours: the paper reports no dedup rule; 4% keeps >= 25 blueprints
@@ -71,12 +71,12 @@ def _cells(before: dict, after: dict) -> dict[tuple, Any]:
     for coll in set(before) | set(after):
         a, b = before.get(coll), after.get(coll)
         if not isinstance(a, dict) or not isinstance(b, dict):
-            if canonical_json(a) != canonical_json(b):
+            if not same_json(a, b):
                 out[(coll, None, None)] = b
             continue
         for k in set(a) | set(b):
             ra, rb = a.get(k), b.get(k)
-            if canonical_json(ra) == canonical_json(rb):
+            if same_json(ra, rb):
                 continue
             if rb is None:
                 out[(coll, k, None)] = None
@@ -86,7 +86,7 @@ def _cells(before: dict, after: dict) -> dict[tuple, Any]:
                 out[(coll, k, "*")] = rb
             else:
                 for f in set(ra) | set(rb):
-                    if canonical_json(ra.get(f)) != canonical_json(rb.get(f)):
+                    if not same_json(ra.get(f), rb.get(f)):
                         out[(coll, k, f)] = rb.get(f)
     return out
 
