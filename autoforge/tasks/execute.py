@@ -88,9 +88,13 @@ def sourced_args(node: DagNode, outputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, Any], *,
-            chooser: Chooser | None = None) -> DagRun:
-    """Run ``dag`` on a reset copy of ``initial_state``. ``facts`` is filled in place by ``chooser``."""
+            chooser: Chooser | None = None, trace: list[dict] | None = None) -> DagRun:
+    """Run ``dag`` on a reset copy of ``initial_state``. ``facts`` is filled in place by ``chooser``.
+    ``trace``: the state after the reset and after each tool call are appended to it (verify reads
+    the states around each gold call from the replay instead of replaying the calls once more)."""
     env.reset(initial_state)
+    if trace is not None:
+        trace.append(env.get_state())
     outputs: dict[str, Any] = {}
     calls: list[ToolCall] = []
     resolved: dict[str, dict[str, Any]] = {}
@@ -116,6 +120,8 @@ def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, An
                 raise DagExecutionError("gold_call_error", f"{node.tool}({args}) failed: {err}", node.node_id)
             outputs[node.node_id] = obs.output
             calls.append(ToolCall(name=node.tool, arguments=args, id=node.node_id))
+            if trace is not None:
+                trace.append(env.get_state())
         else:
             try:
                 outputs[node.node_id] = apply_op(node.op, args, node.params)

@@ -29,7 +29,7 @@ from autoforge.tasks.rules import describe_break, gold_breaks
 from autoforge.tasks.quality import (blueprint_cap, check_args_in_domain, check_ids_bound, check_tool_kinds,
                                      check_writes_observable)
 from autoforge.types import (EnvironmentRecord, Rejection, StateSchema, Task, TaskDag, ToolCode, VerificationResult,
-                             WorldCheck, canonical_json, state_hash_like)
+                             STATE_HASH_PREFIX, ToolCall, WorldCheck, canonical_json, state_hash_like)
 
 
 ORDER = {name: i for i, name in enumerate(CHECKS)}
@@ -44,12 +44,14 @@ def check_replay(runtime: Any, task: Task, dag: TaskDag) -> tuple[str | None, Da
     return reason, run
 
 
-def replay(runtime: Any, task: Task, dag: TaskDag) -> tuple[str | None, DagRun | None, DagExecutionError | None]:
-    """:func:`check_replay` with the error that stopped a replay (reason ``policy_rule``: a rule refused it)."""
+def replay(runtime: Any, task: Task, dag: TaskDag, trace: list[dict] | None = None
+           ) -> tuple[str | None, DagRun | None, DagExecutionError | None]:
+    """:func:`check_replay` with the error that stopped a replay (reason ``policy_rule``: a rule refused it).
+    ``trace``: the first replay's states, after the reset and after each call (:func:`~autoforge.tasks.execute.run_dag`)."""
     runs = []
     for i in range(2):
         try:
-            runs.append(run_dag(runtime, dag, task.initial_state, dict(task.user_facts)))
+            runs.append(run_dag(runtime, dag, task.initial_state, dict(task.user_facts), trace=trace if i == 0 else None))
         except DagExecutionError as exc:
             return f"replay {i + 1} failed: {exc}", None, exc
     h = [state_hash_like(r.final_state, task.gold_state_hash) for r in runs]  # a version-1 S* is compared as one
@@ -146,6 +148,26 @@ def gold_steps(runtime: Any, task: Task) -> tuple[list[tuple[dict, dict]], list[
     return steps, outputs
 
 
+def hash_after(runtime: Any, state: dict, calls: list[ToolCall], like: str) -> str:
+    """The state hash (:func:`~autoforge.types.state_hash_like` ``like``) after ``calls`` from a reset to ``state``:
+    of a version-2 ``like``, the sandbox worker's own (kept up to date call by call: no state crosses the pipe)."""
+    if not like.startswith(STATE_HASH_PREFIX) or not hasattr(runtime, "state_hash"):
+        return state_hash_like(run_calls(runtime, state, calls), like)
+    runtime.reset(state)
+    for c in calls:
+        runtime.call(c.name, dict(c.arguments))
+    return runtime.state_hash()
+
+
+def traced_steps(task: Task, run: DagRun, trace: list[dict]) -> tuple[list[tuple[dict, dict]], list[Any]]:
+    """:func:`gold_steps` from a replay that made exactly the task's gold calls (:func:`replay` checked it),
+    with ``trace`` its states after the reset and after each call: the same states, no second run."""
+    steps = list(zip(trace[:-1], trace[1:]))
+    if len(steps) != len(task.gold_calls):
+        raise AssertionError(f"a replay of {len(task.gold_calls)} gold calls traced {len(steps)} steps")
+    return steps, [run.outputs.get(c.id or "") for c in task.gold_calls]
+
+
 WORLD_REASON_FINDINGS = 3  # findings a `world` rejection's reason spells out (all are stored in world_checks)
 
 
@@ -188,21 +210,22 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     if not task_kind(task.kind).changes_state:
         return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world, judged=judged)
     out = []
-    reason, run, error = replay(runtime, task, dag)
+    trace: list[dict] = []
+    reason, run, error = replay(runtime, task, dag, trace)
     out.append(_result(task, "policy_rule", check_rules(task, error, judged), run_id))
     out.append(_result(task, "replay_deterministic", reason, run_id))
     initial_hash = state_hash_like(task.initial_state, task.gold_state_hash)
     out.append(_result(task, "changes_state", "S* equals S: the task changes nothing"
                        if initial_hash == task.gold_state_hash else None, run_id))
-    runtime.reset(task.initial_state)
-    idle = state_hash_like(runtime.get_state(), task.gold_state_hash)
+    idle = hash_after(runtime, task.initial_state, [], task.gold_state_hash)
     out.append(_result(task, "do_nothing_fails", "doing nothing already reaches S*" if idle == task.gold_state_hash else None, run_id))
     reads = [c for c in task.gold_calls if tools.get(c.name) is not None and tools[c.name].effect == "read"]
-    ro = state_hash_like(run_calls(runtime, task.initial_state, reads), task.gold_state_hash)
+    ro = hash_after(runtime, task.initial_state, reads, task.gold_state_hash)
     out.append(_result(task, "read_only_fails", f"the {len(reads)} read calls alone reach S*" if ro == task.gold_state_hash else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
     out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape and state change"), run_id))
-    replayed = gold_steps(runtime, task)  # one replay call by call, read by two checks
+    # the states around each gold call, read by two checks: from the first replay where it made the stored gold calls
+    replayed = traced_steps(task, run, trace) if reason is None and run is not None else gold_steps(runtime, task)
     out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
                                                                           tools, steps=replayed[0]), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
