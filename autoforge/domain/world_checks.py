@@ -43,7 +43,7 @@ from autoforge.domain.tool_kinds import in_tasks
 from autoforge.domain.values import fits_format, format_hint
 from autoforge.domain.words import singular
 from autoforge.patterns import PatternError, search
-from autoforge.types import CollectionSpec, FieldSpec, StateSchema, Task, ToolCall, ToolCode, canonical_json, content_hash
+from autoforge.types import CollectionSpec, FieldSpec, StateSchema, Task, ToolCall, ToolCode, canonical_json
 
 @dataclass(frozen=True)
 class FindingKind:
@@ -276,13 +276,10 @@ def _ref_of(f: FieldSpec) -> str | None:
 
 
 def state_findings(schema: StateSchema, state: dict[str, Any], where: str = "",
-                   records: set[tuple[str, str]] | None = None, *, memo: dict | None = None,
-                   state_key: str | None = None) -> list[Finding]:
+                   records: set[tuple[str, str]] | None = None) -> list[Finding]:
     """Every finding of ``state`` read against ``schema``: dangling references, placeholders,
     empty declared objects and type/format mismatches (``where`` prefixes each path); only in
-    ``records`` (``(collection, key)`` pairs) when it is given. ``memo`` with ``state_key`` (a
-    content hash of ``state``): each record's findings are kept there and not sought again for another
-    task over the same state (the tasks of one pooled world, :mod:`autoforge.tasks.world_pool`)."""
+    ``records`` (``(collection, key)`` pairs) when it is given."""
     pre = f"{where} " if where else ""
     out: list[Finding] = []
     for coll in schema.collections:
@@ -297,29 +294,16 @@ def state_findings(schema: StateSchema, state: dict[str, Any], where: str = "",
         for key, rec in table.items():
             if records is not None and (coll.name, key) not in records:
                 continue
-            memo_key = (state_key, pre, coll.name, key) if memo is not None and state_key is not None else None
-            if memo_key is not None and memo_key in memo:
-                out.extend(memo[memo_key])
+            base = f"{coll.name}.{key}"
+            if not isinstance(rec, dict):
+                out.append(Finding("type_mismatch", f"{pre}{base}", rec, "a record must be an object"))
                 continue
-            found = _one_record(coll, key, rec, state, pre, nested, allowed)
-            if memo_key is not None:
-                memo[memo_key] = found
-            out.extend(found)
-    return out
-
-
-def _one_record(coll: CollectionSpec, key: str, rec: Any, state: dict, pre: str, nested: dict[str, str],
-                allowed: list) -> list[Finding]:
-    """The findings of one record of ``state`` (:func:`state_findings`)."""
-    base = f"{coll.name}.{key}"
-    if not isinstance(rec, dict):
-        return [Finding("type_mismatch", f"{pre}{base}", rec, "a record must be an object")]
-    out = list(_record_findings(coll, key, rec, state, f"{pre}{base}"))
-    for f in coll.fields:
-        if isinstance(rec.get(f.name), (dict, list)):
-            out.extend(_nested_findings(rec[f.name], nested, state, f"{pre}{base}.{f.name}"))
-    for path, why in find_placeholders(rec, f"{pre}{base}", allowed=allowed):
-        out.append(Finding("placeholder", path, _at(rec, path[len(pre) + len(base) + 1:]), why))
+            out.extend(_record_findings(coll, key, rec, state, f"{pre}{base}"))
+            for f in coll.fields:
+                if isinstance(rec.get(f.name), (dict, list)):
+                    out.extend(_nested_findings(rec[f.name], nested, state, f"{pre}{base}.{f.name}"))
+            for path, why in find_placeholders(rec, f"{pre}{base}", allowed=allowed):
+                out.append(Finding("placeholder", path, _at(rec, path[len(pre) + len(base) + 1:]), why))
     return out
 
 
@@ -586,18 +570,15 @@ def used_records(state: dict[str, Any], calls: list[ToolCall], steps: list[tuple
 
 
 def task_findings(schema: StateSchema, task: Task, tools: dict[str, ToolCode], steps: list[tuple[dict, dict]] | None = None,
-                  descriptions: dict[str, str] | None = None, outputs: list[Any] | None = None, *,
-                  memo: dict | None = None) -> list[Finding]:
+                  descriptions: dict[str, str] | None = None, outputs: list[Any] | None = None) -> list[Finding]:
     """Every finding of ``task``: its initial state (:func:`state_findings`), its gold arguments
     (:func:`argument_findings`) and, given the states around each gold call, its writes
     (:func:`write_findings`). Given the calls' ``outputs`` too, the initial state is judged on
     the records the gold run uses (:func:`used_records`); the rest of it is the environment's
-    sample world, whose findings synthesis stores. ``memo``: see :func:`state_findings` (one per
-    environment's tasks)."""
+    sample world, whose findings synthesis stores."""
     scope = used_records(task.initial_state, task.gold_calls, steps, outputs) if steps is not None and outputs is not None \
         else None
-    state_key = content_hash(task.initial_state, 32) if memo is not None else None
-    out = state_findings(schema, task.initial_state, "initial state", scope, memo=memo, state_key=state_key)
+    out = state_findings(schema, task.initial_state, "initial state", scope)
     out.extend(argument_findings(task.gold_calls, tools))
     if steps is not None:
         out.extend(write_findings(task.gold_calls, tools, steps, schema, descriptions))

@@ -173,15 +173,13 @@ WORLD_REASON_FINDINGS = 3  # findings a `world` rejection's reason spells out (a
 
 def check_world(runtime: Any, task: Task, schema: StateSchema, tools: dict[str, ToolCode],
                 descriptions: dict[str, str] | None = None,
-                replayed: tuple[list[tuple[dict, dict]], list[Any]] | None = None,
-                memo: dict | None = None) -> tuple[str | None, list[Finding]]:
+                replayed: tuple[list[tuple[dict, dict]], list[Any]] | None = None) -> tuple[str | None, list[Finding]]:
     """The ``world`` check: the task's findings (:func:`autoforge.domain.world_checks.task_findings`
     over the records of its initial state the gold run uses, its gold arguments and the states
     around each gold call) and the reason, naming each rejecting finding's kind, path and value
-    (None: none of its findings is of a kind that rejects). ``replayed``: :func:`gold_steps`, where the caller has it;
-    ``memo``: records' findings kept across one environment's tasks (:func:`~autoforge.domain.world_checks.state_findings`)."""
+    (None: none of its findings is of a kind that rejects). ``replayed``: :func:`gold_steps`, where the caller has it."""
     steps, outputs = replayed if replayed is not None else gold_steps(runtime, task)
-    findings = task_findings(schema, task, tools, steps, descriptions, outputs, memo=memo)
+    findings = task_findings(schema, task, tools, steps, descriptions, outputs)
     bad = rejecting(findings)
     if not bad:
         return None, findings
@@ -243,14 +241,12 @@ class WorldInput:
     schema: StateSchema
     descriptions: dict[str, str] = field(default_factory=dict)  # tool name -> its documented description
     findings: dict[str, list[Finding]] = field(default_factory=dict)  # task id -> its findings
-    memo: dict = field(default_factory=dict)  # records' findings by initial state (tasks of one pooled world share them)
 
 
 def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInput | None,
            replayed: tuple[list[tuple[dict, dict]], list[Any]] | None = None) -> str | None:
     schema = world.schema if world is not None else StateSchema(collections=[])
-    reason, found = check_world(runtime, task, schema, tools, world.descriptions if world is not None else None, replayed,
-                                memo=world.memo if world is not None else None)
+    reason, found = check_world(runtime, task, schema, tools, world.descriptions if world is not None else None, replayed)
     if world is not None and found:
         world.findings[task.task_id] = found
     return reason

@@ -12,6 +12,7 @@ import math
 import random
 from typing import Any
 
+from autoforge.envs.sandbox import _json_copy as json_copy  # the sandbox's copy of JSON values, ~5x deepcopy's speed
 from autoforge.tasks.instantiate import make_world
 from autoforge.types import EnvironmentRecord
 
@@ -54,13 +55,3 @@ class WorldPool:
 def fresh_world(env: EnvironmentRecord, rng: random.Random, worlds: WorldPool | None) -> dict[str, dict]:
     """A candidate's world: drawn from ``worlds``, or made from ``rng`` when there is no pool."""
     return worlds.draw(rng) if worlds is not None else make_world(env, rng)
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of JSON-shaped data (dicts, lists, scalars; tuples become lists), ~10x faster than
-    :func:`copy.deepcopy`."""
-    if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_copy(v) for v in value]
-    return value
