@@ -3,8 +3,8 @@ tool docs; the same measurement of an older commit side by side; and how the cos
 grows with the batch.
 
     .venv/bin/python benchmarks/factory_throughput.py [--tasks-per-env 110] [--seed 0] [--corpus bundled --corpus DIR]
-    .venv/bin/python benchmarks/factory_throughput.py --compare                 # and a45d4c8 (issue 37's round 1)
-    .venv/bin/python benchmarks/factory_throughput.py --compare COMMIT --corpus bundled
+    .venv/bin/python benchmarks/factory_throughput.py --compare --corpus bundled   # and 899e6aa, a45d4c8 (issue 37's table)
+    .venv/bin/python benchmarks/factory_throughput.py --compare COMMIT [--compare COMMIT ...] --corpus bundled
     .venv/bin/python benchmarks/factory_throughput.py --sizes 110,1100          # ~1.2k vs ~10k tasks, side by side
     .venv/bin/python benchmarks/factory_throughput.py --sizes 110,1100 --env retail   # one environment (quick)
 
@@ -30,13 +30,15 @@ message and no figures where that folder is absent). Per corpus it prints a tabl
 
 Then the totals: wall, CPU, verified tasks, ms per verified task, worker round trips per verified
 task, and the share of the candidate tasks (generate's items in) rejected per stage and reason
-(the ``rejections`` table). ``--compare COMMIT`` (default a45d4c8) checks that commit out in
+(the ``rejections`` table). ``--compare COMMIT`` (repeatable; alone: both commits of issue 37's table,
+899e6aa, its "now", and a45d4c8, its round 1) checks each commit out in
 ``/tmp/af_wt_<commit>`` (``git worktree add --detach``; reused when there), runs the same
 measurement of its code (this script, this venv's python, PYTHONPATH and cwd the worktree:
 ``run_factory``, the runs and rejections tables and ``WorkerProcess.request`` exist there too) one
-corpus after the other with this checkout's, and prints the two side by side: per stage seconds and
+corpus after the other with this checkout's, and prints each beside this one: per stage seconds and
 ms per item, old and new and new / old, then total wall and ms per verified task. Issue 37's
-done-when is generate and verify each at <= 0.5x round 1's ms per item.
+done-when is generate and verify each at <= 0.5x the ms per item of its "now" row (899e6aa),
+measured in one run beside round 1's commit (a45d4c8): ``--compare`` alone measures all three.
 
 ``--sizes A,B,...`` runs each size in its own fresh process and warehouse (one after the other,
 so no size inherits another's warm caches) with the library stage runners, and prints, per size,
@@ -65,7 +67,8 @@ sys.path.insert(0, os.environ.get("FACTORY_BENCH_CODE") or str(ROOT))
 
 STAGES = ("ingest", "synthesize", "sample", "generate", "verify")
 REALDOCS = ROOT.parent / "shared" / "realdocs"
-ROUND_1 = "a45d4c8"  # issue 37's round 1: the per-item costs generate and verify must halve
+ROUND_1 = "a45d4c8"  # issue 37's table, round 1
+ISSUE_NOW = "899e6aa"  # issue 37's table, "now": the per-item costs of generate and verify must halve from these
 
 
 def cpu_seconds() -> float:
@@ -345,7 +348,8 @@ def print_compare(old: dict, new: dict, old_label: str, new_label: str) -> None:
     for s in ("generate", "verify"):
         mo, mn = ms(old["stages"][s]["wall"], old["stages"][s]["in"]), ms(new["stages"][s]["wall"], new["stages"][s]["in"])
         parts.append(f"{s} {ratio(mo, mn)} ({'<=' if mo and mn is not None and mn <= 0.5 * mo else '>'} 0.5x)")
-    print(f"issue 37 done-when, ms per item new / old (<= 0.50x each): {', '.join(parts)}")
+    what = "issue 37's done-when" if old_label == ISSUE_NOW else f"(issue 37's done-when compares with {ISSUE_NOW})"
+    print(f"ms per item new / old, {what}: {', '.join(parts)}")
     print(flush=True)
 
 
@@ -405,8 +409,9 @@ def main() -> None:
     ap.add_argument("--tasks-per-env", type=int, default=110, help="candidate tasks per environment (the factory's default)")
     ap.add_argument("--corpus", action="append", default=None,
                     help=f"'bundled' or a folder of tool-set folders (repeatable; default: bundled and {REALDOCS})")
-    ap.add_argument("--compare", nargs="?", const=ROUND_1, default=None, metavar="COMMIT",
-                    help=f"also measure COMMIT (default {ROUND_1}, issue 37's round 1) and print both side by side")
+    ap.add_argument("--compare", nargs="?", action="append", const="", default=None, metavar="COMMIT",
+                    help=f"also measure COMMIT (repeatable; alone: {ISSUE_NOW} and {ROUND_1}, issue 37's 'now' and "
+                         "round 1) and print each beside this checkout")
     ap.add_argument("--sizes", default=None,
                     help="comma-separated tasks-per-env values, e.g. 110,1100: each in its own process, then side by side")
     ap.add_argument("--seed", type=int, default=0)
@@ -439,8 +444,9 @@ def main() -> None:
         return
 
     corpora = args.corpus or ["bundled", str(REALDOCS)]
-    old_code = worktree(args.compare) if args.compare else None
-    new_label, old_label = this_code(), args.compare
+    commits = list(dict.fromkeys(c or k for c in (args.compare or []) for k in ((ISSUE_NOW, ROUND_1) if not c else (c,))))
+    olds = {c: worktree(c) for c in commits}
+    new_label = this_code()
     pairs = []
     for corpus in corpora:
         if corpus != "bundled" and not Path(corpus).is_dir():
@@ -449,14 +455,12 @@ def main() -> None:
         corpus = corpus if corpus == "bundled" else str(Path(corpus).resolve())
         new = run_measure(corpus, None, args, warehouse_for(args.warehouse, corpus, ""))
         print_measured(new, f"this checkout ({new_label})")
-        old = None
-        if old_code is not None:  # right after the new one: the two see the same machine load, as near as can be
-            old = run_measure(corpus, old_code, args, warehouse_for(args.warehouse, corpus, f".{args.compare}"))
-            print_measured(old, f"{old_label} (worktree {old_code})")
-        pairs.append((new, old))
-    for new, old in pairs:
-        if old is not None:
-            print_compare(old, new, old_label, new_label)
+        for commit, code in olds.items():  # right after the new one: they see the same machine load, as near as can be
+            old = run_measure(corpus, code, args, warehouse_for(args.warehouse, corpus, f".{commit}"))
+            print_measured(old, f"{commit} (worktree {code})")
+            pairs.append((new, old, commit))
+    for new, old, commit in pairs:
+        print_compare(old, new, commit, new_label)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import time
 import uuid
 from typing import Any, Callable, Protocol, TypeVar, runtime_checkable
 
-import openai
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from autoforge.errors import ConfigError, LLMError
@@ -43,7 +42,7 @@ from autoforge.llm.messages import (
     with_schema_instruction,
 )
 from autoforge.llm.record import Recorder
-from autoforge.llm.retry import RETRYABLE_TYPES, MalformedResponse, RetryPolicy, classify
+from autoforge.llm.retry import MalformedResponse, RetryPolicy, classify, retryable_types
 from autoforge.settings import BACKENDS
 from autoforge.types import LLMCall, Message, ToolCall
 
@@ -197,7 +196,10 @@ class OpenAIClient:
         self.run_id = run_id
         self.format_mode = format_mode  # downgraded (and kept) when the server rejects a mode
         self._sleep = sleep
+        import openai  # here: importing the package costs ~0.5 s, which only an online client should pay
+
         # max_retries=0: the package's own retries are off, so RetryPolicy is the one in force.
+        self._retryable, self._timeout = retryable_types(), openai.APITimeoutError
         self._client = openai.OpenAI(base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0)
 
     def __repr__(self) -> str:
@@ -318,6 +320,8 @@ class OpenAIClient:
 
     def ping(self) -> list[str]:
         """The model ids the server lists (GET /models): a cheap check of URL and key."""
+        import openai
+
         try:
             return [m.id for m in self._client.models.list().data]
         except openai.OpenAIError as exc:
@@ -369,10 +373,10 @@ class OpenAIClient:
                 if not getattr(completion, "choices", None) or completion.choices[0].message is None:
                     raise MalformedResponse("no choices in the completion")
                 return completion, t0
-            except RETRYABLE_TYPES as exc:
+            except self._retryable as exc:
                 retryable, desc, retry_after = classify(exc)
                 status = getattr(exc, "status_code", None)
-                if isinstance(exc, openai.APITimeoutError):
+                if isinstance(exc, self._timeout):
                     desc = f"timeout after {self.timeout_s:g}s"
                 last = attempt + 1 == attempts or not retryable
                 self._record(step, key, sent, "error", t0=t0,

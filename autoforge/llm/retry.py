@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import openai
+if TYPE_CHECKING:
+    import openai
 
 
 @dataclass
@@ -44,6 +46,8 @@ def classify(exc: BaseException) -> tuple[bool, str, float | None]:
     Unknown exception types are not handled here: the caller lets them propagate (a bug,
     not a server fault).
     """
+    import openai  # here, not at the top: the offline backend and the CLI's start never need the package
+
     if isinstance(exc, openai.APITimeoutError):
         return True, "timeout", None
     if isinstance(exc, openai.APIConnectionError):
@@ -62,11 +66,15 @@ def classify(exc: BaseException) -> tuple[bool, str, float | None]:
     raise TypeError(f"not a model-server failure: {type(exc).__name__}")
 
 
-RETRYABLE_TYPES: tuple[type[BaseException], ...] = (
-    openai.APIError,  # status, connection, timeout, response validation
-    MalformedResponse,
-    ValueError,  # json.JSONDecodeError from a body that is not JSON
-)
+def retryable_types() -> tuple[type[BaseException], ...]:
+    """The failures :func:`classify` answers: a request raising anything else is a bug, not a server fault."""
+    import openai
+
+    return (
+        openai.APIError,  # status, connection, timeout, response validation
+        MalformedResponse,
+        ValueError,  # json.JSONDecodeError from a body that is not JSON
+    )
 
 
 def _error_message(exc: openai.APIStatusError) -> str:

@@ -16,6 +16,7 @@ import typing
 from collections import defaultdict
 from typing import Any, Iterable, Iterator, Sequence, TypeVar
 
+import orjson
 import sqlalchemy as sa
 from pydantic import BaseModel
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -67,11 +68,20 @@ def table_of(model: type[T.Record]) -> str:
         raise WarehouseError(f"{model.__name__} has no warehouse table; known: {sorted(m.__name__ for m in TABLES)}") from None
 
 
+def _json_text(value: Any) -> str:
+    """A JSON column's text: orjson's compact form (~10x faster than ``json.dumps``: a factory run writes ~25k
+    rows), ``json.dumps`` for what orjson cannot encode (an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(value, ensure_ascii=False)
+
+
 def _to_row(rec: T.Record) -> dict[str, Any]:
     row = rec.model_dump(mode="json")
     for k, v in row.items():
         if isinstance(v, (dict, list)):
-            row[k] = json.dumps(v, ensure_ascii=False)
+            row[k] = _json_text(v)
     for name in type(rec).model_fields:  # keep real datetimes for TIMESTAMP columns
         v = getattr(rec, name)
         if hasattr(v, "isoformat") and not isinstance(v, str):
@@ -218,7 +228,7 @@ def _as_column(value: Any, sql_type: str) -> Any:
     if sql_type in _INTS and isinstance(value, float) and value.is_integer():
         return int(value)
     if sql_type in ("VARCHAR", "JSON") and isinstance(value, (dict, list, bool)):  # as DuckDB would cast them
-        return json.dumps(value, ensure_ascii=False)
+        return _json_text(value)
     return value
 
 
