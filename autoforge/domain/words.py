@@ -10,6 +10,8 @@ the code gives public names are :mod:`autoforge.envs.pynames`.
 
 from __future__ import annotations
 
+import functools
+
 import keyword
 import re
 from functools import lru_cache
@@ -63,6 +65,7 @@ def plural(word: str) -> str:
     return "_".join(parts[:-1] + [out])
 
 
+@functools.lru_cache(maxsize=8192)
 def singular(word: str) -> str:
     """``orders`` -> ``order``, ``categories`` -> ``category``, ``addresses`` -> ``address``."""
     if not word:

@@ -28,6 +28,7 @@ verification reject a task. Functions are pure: the stage code
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -42,7 +43,7 @@ from autoforge.domain.statuses import status_words
 from autoforge.domain.tool_kinds import in_tasks
 from autoforge.domain.values import fits_format, format_hint
 from autoforge.domain.words import singular
-from autoforge.patterns import PatternError, search
+from autoforge.patterns import PatternError, found
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema, Task, ToolCall, ToolCode, canonical_json
 
 @dataclass(frozen=True)
@@ -164,7 +165,13 @@ _TEMPORAL_WORDS = {"date", "time", "datetime", "timestamp", "day", "dob", "birth
 
 
 def _temporal(name: str, schema: dict[str, Any]) -> bool:
-    return schema.get("format") in ("date", "date-time", "time") or bool(set(name_tokens(name)) & _TEMPORAL_WORDS)
+    return schema.get("format") in ("date", "date-time", "time") or _temporal_name(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _temporal_name(name: str) -> bool:
+    """A field or argument name with a word that says it holds a date or a time (names repeat in every record)."""
+    return bool(set(name_tokens(name)) & _TEMPORAL_WORDS)
 
 
 def value_mismatch(value: Any, schema: dict[str, Any], name: str = "", *, depth: int = 0) -> str | None:
@@ -193,7 +200,7 @@ def value_mismatch(value: Any, schema: dict[str, Any], name: str = "", *, depth:
         pattern = schema.get("pattern")
         if isinstance(pattern, str) and pattern:
             try:
-                if search(pattern, value) is None:
+                if not found(pattern, value):
                     return f"does not match the documented pattern {pattern!r}"
             except PatternError:
                 pass  # a pattern this host cannot run is no evidence either way

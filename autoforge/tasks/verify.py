@@ -122,16 +122,26 @@ def check_traceable(task: Task, dag: TaskDag, run: DagRun | None, tools: dict[st
     return None
 
 
-def check_placeholders(task: Task, tools: dict[str, ToolCode]) -> str | None:
-    """The first placeholder value in the task's gold arguments or initial state, and where it is."""
+def check_placeholders(task: Task, tools: dict[str, ToolCode], memo: dict[str, str | None] | None = None,
+                       state_key: str | None = None) -> str | None:
+    """The first placeholder value in the task's gold arguments or initial state, and where it is. ``memo``: the
+    verdicts on whole initial states by ``state_key``, the state's hash (the tasks drawn from one pooled world
+    share their initial state: it is read once)."""
     for i, call in enumerate(task.gold_calls):
         tool = tools.get(call.name)
         allowed = enum_values(tool.parameters) if tool else ()
         for path, why in find_placeholders(call.arguments, required=required_params(tool) if tool else (), allowed=allowed):
             return f"gold call {i + 1} ({call.name}) argument {path} is {why}"
-    for path, why in find_placeholders(task.initial_state):
-        return f"initial state {path} is {why}"
-    return None
+    if memo is not None and state_key is not None and state_key in memo:
+        return memo[state_key]
+    found = next((f"initial state {path} is {why}" for path, why in find_placeholders(task.initial_state)), None)
+    if memo is not None and state_key is not None:
+        memo[state_key] = found
+    return found
+
+
+def _placeholders(task: Task, tools: dict[str, ToolCode], world: WorldInput | None, initial_hash: str) -> str | None:
+    return check_placeholders(task, tools, world.initial if world is not None else None, initial_hash)
 
 
 def gold_steps(runtime: Any, task: Task) -> tuple[list[tuple[dict, dict]], list[Any]]:
@@ -188,25 +198,28 @@ def check_world(runtime: Any, task: Task, schema: StateSchema, tools: dict[str, 
     return f"{len(bad)} world-check finding(s): {reason}", findings
 
 
-def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: str) -> str | None:
-    """None unless another task already holds this task's duplicate key (``seen`` records the first)."""
-    key = duplicate_key(task, dag)
+def check_not_duplicate(task: Task, dag: TaskDag, seen: dict[str, str], what: str, key: str | None = None) -> str | None:
+    """None unless another task already holds this task's duplicate key (``seen`` records the first; ``key``: the
+    key, where the caller has it)."""
+    key = key or duplicate_key(task, dag)
     holder = seen.setdefault(key, task.task_id)
     return None if holder == task.task_id else f"same {what} as {holder}"
 
 
 def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
                 seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None,
-                judged: list[dict] | None = None) -> list[VerificationResult]:
-    """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them;
+                judged: list[dict] | None = None, dup_key: str | None = None) -> list[VerificationResult]:
+    """All checks for one task; ``seen`` maps duplicate keys to the task id that holds them (``dup_key``: this
+    task's, where the caller has it);
     ``world``: the environment's state schema and tool descriptions, and where the ``world``
     check leaves its findings (None: an empty schema, so only the arguments and the initial
     state's placeholders are judged); ``judged``: the environment's judged rules
     (:func:`autoforge.tasks.rules.judged_checks`)."""
     if task.kind == BOUNDARY:
-        return verify_boundary_task(runtime, task, dag, tools, keys, seen, run_id, world=world)
+        return verify_boundary_task(runtime, task, dag, tools, keys, seen, run_id, world=world, dup_key=dup_key)
     if not task_kind(task.kind).changes_state:
-        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world, judged=judged)
+        return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world, judged=judged,
+                                  dup_key=dup_key)
     out = []
     trace: list[dict] = []
     reason, run, error = replay(runtime, task, dag, trace)
@@ -221,13 +234,13 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     ro = hash_after(runtime, task.initial_state, reads, task.gold_state_hash)
     out.append(_result(task, "read_only_fails", f"the {len(reads)} read calls alone reach S*" if ro == task.gold_state_hash else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
-    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape and state change"), run_id))
+    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape and state change", dup_key), run_id))
     # the states around each gold call, read by two checks: from the first replay where it made the stored gold calls
     replayed = traced_steps(task, run, trace) if reason is None and run is not None else gold_steps(runtime, task)
     out.append(_result(task, "writes_observable", check_writes_observable(runtime, task.initial_state, task.gold_calls,
                                                                           tools, steps=replayed[0]), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
-    out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
+    out.append(_result(task, "no_placeholders", _placeholders(task, tools, world, initial_hash), run_id))
     out.append(_result(task, "world", _world(runtime, task, tools, world, replayed), run_id))
     out.append(_result(task, "answer_not_given", None, run_id))
     out.append(_result(task, "ids_bound", ids_bound(task, run, tools, keys), run_id))
@@ -241,6 +254,7 @@ class WorldInput:
     schema: StateSchema
     descriptions: dict[str, str] = field(default_factory=dict)  # tool name -> its documented description
     findings: dict[str, list[Finding]] = field(default_factory=dict)  # task id -> its findings
+    initial: dict[str, str | None] = field(default_factory=dict)  # initial-state hash -> its placeholder verdict
 
 
 def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInput | None,
@@ -254,7 +268,7 @@ def _world(runtime: Any, task: Task, tools: dict[str, ToolCode], world: WorldInp
 
 def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
                        seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None,
-                       judged: list[dict] | None = None) -> list[VerificationResult]:
+                       judged: list[dict] | None = None, dup_key: str | None = None) -> list[VerificationResult]:
     """The checks of an answer task (same names as a state task's; see the module docstring)."""
     from autoforge.tasks.answers import answer_given_away, answer_match, gold_answer
 
@@ -270,7 +284,8 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
             reason = f"the replay answers {again.value!r}, the task stores {task.gold_answer.value!r}"
     out.append(_result(task, "replay_deterministic", reason, run_id))
     gold = task.gold_answer
-    changed = state_hash_like(task.initial_state, task.gold_state_hash) != task.gold_state_hash
+    initial_hash = state_hash_like(task.initial_state, task.gold_state_hash)
+    changed = initial_hash != task.gold_state_hash
     out.append(_result(task, "changes_state", "an answer task must leave the state as it was" if changed else
                        ("the task has no gold answer" if gold is None else None), run_id))
     out.append(_result(task, "do_nothing_fails", "an empty final message matches the answer"
@@ -281,10 +296,10 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
     out.append(_result(task, "read_only_fails", f"{early[0]}'s output already states the answer: the last read adds nothing"
                        if early else None, run_id))
     out.append(_result(task, "traceable", check_traceable(task, dag, run, tools, keys), run_id))
-    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer"), run_id))
+    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer", dup_key), run_id))
     out.append(_result(task, "writes_observable", check_tool_kinds(task.gold_calls, tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
-    out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
+    out.append(_result(task, "no_placeholders", _placeholders(task, tools, world, initial_hash), run_id))
     out.append(_result(task, "world", _world(runtime, task, tools, world), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
                        run_id))
@@ -293,8 +308,8 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
 
 
 def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
-                         seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None
-                         ) -> list[VerificationResult]:
+                         seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None,
+                         dup_key: str | None = None) -> list[VerificationResult]:
     """The checks of a boundary task (:mod:`autoforge.tasks.boundary`; same names, read as the registry says):
     its gold is the DAG's reads, its requested write is the DAG's last node."""
     from autoforge.tasks.answers import answer_given_away, answer_match
@@ -343,7 +358,8 @@ def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str
         elif canonical_json(got[1] if not isinstance(got[1], list) else sorted(got[1], key=repr)) != canonical_json(gold.value):
             reason = f"the replay gives the reason {got[1]!r}, the task stores {gold.value!r}"
     out.append(_result(task, "replay_deterministic", reason, run_id))
-    changed = state_hash_like(task.initial_state, task.gold_state_hash) != task.gold_state_hash
+    initial_hash = state_hash_like(task.initial_state, task.gold_state_hash)
+    changed = initial_hash != task.gold_state_hash
     out.append(_result(task, "changes_state", "a boundary task must leave the state as it was" if changed else
                        ("the task has no gold answer" if gold is None else None), run_id))
     idle = idle_match(gold) if gold is not None else None
@@ -353,10 +369,10 @@ def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str
                        "cannot check the requested write: the gold reads do not replay" if run is None else
                        f"doing what the user asked ({write.tool}) is not refused by a rule", run_id))
     out.append(_result(task, "traceable", check_traceable(task, gold_dag, run, tools, keys), run_id))
-    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer"), run_id))
+    out.append(_result(task, "not_duplicate", check_not_duplicate(task, dag, seen, "DAG shape, facts and answer", dup_key), run_id))
     out.append(_result(task, "writes_observable", check_tool_kinds(task.gold_calls, tools), run_id))
     out.append(_result(task, "args_in_domain", check_args_in_domain(task.gold_calls, tools, TODAY), run_id))
-    out.append(_result(task, "no_placeholders", check_placeholders(task, tools), run_id))
+    out.append(_result(task, "no_placeholders", _placeholders(task, tools, world, initial_hash), run_id))
     out.append(_result(task, "world", _world(runtime, task, tools, world), run_id))
     out.append(_result(task, "answer_not_given", answer_given_away(task.request, gold, task.user_facts) if gold else None,
                        run_id))
@@ -401,9 +417,10 @@ def verify_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], tasks: list[
             if dag is None:
                 rs = [_result(task, c, f"DAG {task.dag_id} not found", run_id) for c in CHECKS]
             else:
-                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id, world=world, judged=judged)
+                dup = duplicate_key(task, dag)
+                rs = verify_task(runtime, task, dag, by_name, keys, seen, run_id, world=world, judged=judged, dup_key=dup)
                 bp = blueprint_key(task.env_id, dag)
-                keys_of = {"duplicate_key": duplicate_key(task, dag), "blueprint_key": bp}
+                keys_of = {"duplicate_key": dup, "blueprint_key": bp}
                 near = None
                 if all(r.passed for r in rs):
                     if held.get(bp, 0) >= cap:
