@@ -316,3 +316,40 @@ def test_pass_rates_are_stored_the_filter_is_used_and_a_resumed_run_keeps_its_li
         assert r["tasks"] == len(ts)
         assert r["mean_pass_rate"] == pytest.approx(sum(est[t]["pass_rate"] for t in ts) / len(ts))
         assert r["learnable_share"] == pytest.approx(sum(t in mixed for t in ts) / len(ts))
+
+
+def test_erpo_unseen_tasks_are_kept_out_of_sft_and_are_what_erpo_draws_from(wh, tmp_path, monkeypatch):
+    """``erpo_unseen_tasks``: a seeded sample of the train tasks is kept out of SFT (gold replays and their
+    value-substituted copies); the pass-rate estimate and ERPO play only those."""
+    from autoforge.rl import curriculum, run as run_mod, trainer
+
+    cfg = _cfg(tmp_path, steps=1, pass_rate_samples=1, erpo_unseen_tasks=3, sft_max_examples=None,
+               learnable_filter=False)
+    train_ids = sorted(t.task_id for t in load_curated(wh, cfg).train)
+    sft_ids, estimated, trained_on = set(), [], []
+    real_examples, real_estimate, real_erpo = run_mod.sft_examples, curriculum.estimate_pass_rates, trainer.train_erpo
+
+    def examples_spy(tokenizer, episodes, *a, **kw):
+        sft_ids.update(e.task_id for e in episodes)
+        return real_examples(tokenizer, episodes, *a, **kw)
+
+    def estimate_spy(policy, tasks, *a, **kw):
+        estimated.extend(t.task_id for t in tasks)
+        return real_estimate(policy, tasks, *a, **kw)
+
+    def erpo_spy(policy, tasks, *a, **kw):
+        trained_on.extend(t.task_id for t in tasks)
+        return real_erpo(policy, tasks, *a, **kw)
+
+    monkeypatch.setattr(run_mod, "sft_examples", examples_spy)
+    monkeypatch.setattr(curriculum, "estimate_pass_rates", estimate_spy)
+    monkeypatch.setattr(trainer, "train_erpo", erpo_spy)
+    out = run_training(wh, cfg, out_dir=tmp_path / "out")
+    unseen = set(estimated)
+    assert out["erpo_unseen_tasks"] == 3 and len(unseen) == 3 and unseen <= set(train_ids)
+    assert sft_ids == set(train_ids) - unseen  # SFT saw the other three only, copies included
+    assert trained_on and set(trained_on) == unseen
+    # the same seed keeps the same tasks apart; half the train tasks at most
+    assert run_mod.unseen_ids(load_curated(wh, cfg), cfg) == unseen
+    assert len(run_mod.unseen_ids(load_curated(wh, cfg), cfg.model_copy(update={"erpo_unseen_tasks": 50}))) == 3
+    assert run_mod.unseen_ids(load_curated(wh, cfg), cfg.model_copy(update={"steps": 0})) == set()

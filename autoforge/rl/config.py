@@ -140,6 +140,13 @@ class TrainConfig(BaseModel):
         "pass_rate_samples episodes per task); with learnable_filter ERPO then trains on the learnable tasks of the "
         "sample. None = every train task. Ours."
     )
+    erpo_unseen_tasks: int = Field(
+        0, ge=0, description="Train tasks kept out of SFT for ERPO (a seeded sample of this many, at most half the train "
+        "tasks): the pass-rate estimate and ERPO draw from them, so a rollout succeeds by reading the values of a "
+        "dialogue it has not been taught, which is what a held-out task asks; SFT trains on the rest. 0 = SFT and "
+        "ERPO share every train task (ERPO then mostly replays what SFT memorised). Ours (issue 34): RL prompts kept "
+        "apart from the SFT data."
+    )
     learnable_filter: bool = Field(
         True, description="ERPO trains only on the tasks whose estimated pass rate is strictly between 0 and 1 (a task "
         "always or never solved gives groups with one reward, which dynamic sampling drops); when fewer than "

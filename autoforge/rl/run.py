@@ -177,6 +177,16 @@ def table_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def unseen_ids(data: CuratedData, cfg: TrainConfig) -> set[str]:
+    """The train tasks kept out of SFT for ERPO (``cfg.erpo_unseen_tasks``: a seeded sample, at most half of them;
+    none when the run has no ERPO step). The same seed and tasks keep the same ones apart, so an ERPO run from
+    the SFT checkpoint of another run (``sft_epochs`` 0) draws from the tasks that run kept out."""
+    if not cfg.erpo_unseen_tasks or not cfg.steps:
+        return set()
+    ids = sorted(t.task_id for t in data.train)
+    return set(sample_ids(ids, min(cfg.erpo_unseen_tasks, len(ids) // 2), cfg.seed, "erpo_unseen"))
+
+
 def resolve_env_weights(cfg: TrainConfig, data: CuratedData, env_names: dict[str, str] | None = None
                         ) -> dict[str, float] | None:
     """``cfg.env_weights`` keyed by env id (keys may be ids or names); a key naming no environment of the
@@ -256,6 +266,12 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
                                        device=getattr(policy.device, "type", None))
     agent_card.write_agent_card(cfg.checkpoint_dir, card)
 
+    # ERPO's own tasks, kept out of SFT (cfg.erpo_unseen_tasks); without them ERPO draws from every train task
+    unseen = unseen_ids(data, cfg)
+    rl_pool = [t for t in data.train if t.task_id in unseen] or list(data.train)
+    if unseen:
+        say("setup", 0, 0, {"message": f"{len(unseen)} of {len(data.train)} train tasks kept out of SFT for ERPO"})
+
     evals_path = Path(cfg.checkpoint_dir) / "evals.json"
     evals = read_evals(evals_path)
 
@@ -286,7 +302,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     def kept_tasks(payload: dict) -> list:
         learnable.update({k: v for k, v in payload.items() if k != "task_ids"})
         ids = set(payload["task_ids"])
-        return [t for t in data.train if t.task_id in ids] or list(data.train)
+        return [t for t in data.train if t.task_id in ids] or list(rl_pool)
 
     def choose_tasks(pol) -> list | None:
         """Pass rates before ERPO and the learnable filter (module curriculum); None: ERPO on every train task."""
@@ -297,15 +313,15 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
         import torch
 
         t0 = time.perf_counter()
-        ids = set(sample_ids(sorted(t.task_id for t in data.train), cfg.pass_rate_max_tasks, cfg.seed, "pass_rate"))
-        todo = [t for t in data.train if t.task_id in ids]
+        ids = set(sample_ids(sorted(t.task_id for t in rl_pool), cfg.pass_rate_max_tasks, cfg.seed, "pass_rate"))
+        todo = [t for t in rl_pool if t.task_id in ids]
         k = cfg.pass_rate_samples
         say("learnable", 0, len(todo), {"message": f"pass rates before ERPO: {k} rollouts of each of {len(todo)} "
                                                    "train tasks"})
         torch.manual_seed(cfg.seed)
         rates = curriculum.estimate_pass_rates(pol, todo, make_rollout(cfg.seed + 7919), k,
                                                progress=lambda done, total: say("learnable", done, total, {}))
-        kept, fallback = curriculum.select_learnable(data.train, rates, cfg.tasks_per_batch, cfg.learnable_filter)
+        kept, fallback = curriculum.select_learnable(rl_pool, rates, cfg.tasks_per_batch, cfg.learnable_filter)
         kept_ids = {t.task_id for t in kept}
         ckpt_name = checkpoint_name()
         write(curriculum.pass_rate_records(rid, rates, {t.task_id: t for t in data.train}, data.dags, kept_ids,
@@ -343,7 +359,8 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
         t = time.perf_counter()
         examples = []
         if cfg.sft_epochs > 0:
-            episodes = list(gold) + (list(extra_sft_episodes) if cfg.sft_successful_rollouts else [])
+            episodes = [e for e in gold if e.task_id not in unseen] + \
+                [e for e in extra_sft_episodes if cfg.sft_successful_rollouts and e.task_id not in unseen]
             episodes += augmented_episodes(episodes, data.train, cfg.sft_augment_copies, cfg.seed)
             examples = sft_examples(policy.tokenizer, episodes, data.schemas(cfg.tool_schema), cfg.sft_max_examples, cfg.seed)
         sft_total = -(-len(examples) // cfg.sft_batch_size) * cfg.sft_epochs
@@ -358,7 +375,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
 
         rollout_fn = make_rollout(cfg.seed)
         # resumed inside ERPO (before_erpo is not called again): the tasks chosen before the kill
-        erpo_tasks = kept_tasks(saved) if saved is not None and cfg.steps and cfg.pass_rate_samples else data.train
+        erpo_tasks = kept_tasks(saved) if saved is not None and cfg.steps and cfg.pass_rate_samples else rl_pool
         result = train(policy, erpo_tasks, rollout_fn, cfg, sft_examples=examples, log_fn=log_fn,
                        before_erpo=before_erpo, env_weights=resolve_env_weights(cfg, data, env_names))
         t_end = time.perf_counter()
@@ -384,6 +401,7 @@ def train_curated(data: CuratedData, config: TrainConfig | str | Path | dict | N
     return {"train_run_id": rid, "evals": evals, "table": table, "table_markdown": md, "curve": str(curve),
             "history": history, "timings": {k: round(v, 2) for k, v in timings.items()}, "warmup": warmup,
             "throughput": throughput(history), "data": data.summary(), "sft_examples": len(examples),
+            "erpo_unseen_tasks": len(unseen),
             "learnable": learnable,
             "checkpoint": str(result.last_checkpoint) if result.last_checkpoint else None,
             "resumed_from": str(result.resumed_from) if result.resumed_from else None}
