@@ -88,10 +88,12 @@ def sourced_args(node: DagNode, outputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, Any], *,
-            chooser: Chooser | None = None, trace: list[dict] | None = None) -> DagRun:
+            chooser: Chooser | None = None, trace: list[dict] | None = None, want_state: bool = True) -> DagRun:
     """Run ``dag`` on a reset copy of ``initial_state``. ``facts`` is filled in place by ``chooser``.
     ``trace``: the state after the reset and after each tool call are appended to it (verify reads
-    the states around each gold call from the replay instead of replaying the calls once more)."""
+    the states around each gold call from the replay instead of replaying the calls once more); its
+    last one is the run's final state. ``want_state=False``: the final state is not fetched (``{}``;
+    a caller that asks the environment for its state hash instead)."""
     env.reset(initial_state)
     if trace is not None:
         trace.append(env.get_state())
@@ -127,7 +129,8 @@ def run_dag(env: EnvLike, dag: TaskDag, initial_state: dict, facts: dict[str, An
                 outputs[node.node_id] = apply_op(node.op, args, node.params)
             except ReasoningError as exc:
                 raise DagExecutionError("ambiguous_reasoning", str(exc), node.node_id) from exc
-    return DagRun(calls=calls, outputs=outputs, final_state=env.get_state(), facts=facts, args=resolved)
+    final = trace[-1] if trace is not None else env.get_state() if want_state else {}
+    return DagRun(calls=calls, outputs=outputs, final_state=final, facts=facts, args=resolved)
 
 
 def run_calls(env: EnvLike, initial_state: dict, calls: list[ToolCall]) -> dict:
