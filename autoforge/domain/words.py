@@ -10,8 +10,6 @@ the code gives public names are :mod:`autoforge.envs.pynames`.
 
 from __future__ import annotations
 
-import functools
-
 import keyword
 import re
 from functools import lru_cache
@@ -65,7 +63,7 @@ def plural(word: str) -> str:
     return "_".join(parts[:-1] + [out])
 
 
-@functools.lru_cache(maxsize=8192)
+@lru_cache(maxsize=8192)  # asked for every word of every field name the world checks read
 def singular(word: str) -> str:
     """``orders`` -> ``order``, ``categories`` -> ``category``, ``addresses`` -> ``address``."""
     if not word:
