@@ -47,7 +47,7 @@ class ScriptedGenerator:
         self.texts = list(texts)
         self.prompts = []
 
-    def generate(self, ids, max_new_tokens, temperature):
+    def generate(self, ids, max_new_tokens, temperature, generator=None):
         self.prompts.append(list(ids))
         new = self.tok(self.texts.pop(0), add_special_tokens=False)["input_ids"]
         return new, [-0.5] * len(new)
@@ -148,6 +148,52 @@ def test_batched_generator_serves_several_threads(policy):
         t.join(30)
     gen.close()
     assert all(r is not None and 0 < len(r[0]) == len(r[1]) <= 5 for r in results)
+
+
+def test_a_request_with_its_own_generator_samples_the_same_alone_or_batched(policy):
+    """Each request draws from its own stream: batched with others, or alone, it samples the same tokens."""
+    import threading
+
+    tok = policy.tokenizer
+    prompts = [tok(f"<|im_start|>user\nhi {w}<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+               for w in ("there", "you", "a", "b")]
+    seeds = [11, 12, 13, 14]
+
+    def run(order, max_batch):
+        gen = BatchedGenerator(policy, max_batch=max_batch, wait_s=0.05)
+        out = {}
+
+        def work(i):
+            out[i] = gen.generate(prompts[i], 12, 1.0, generator=torch.Generator().manual_seed(seeds[i]))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in order]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        gen.close()
+        return [out[i][0] for i in range(4)]
+
+    alone = run([0, 1, 2, 3], max_batch=1)
+    assert run([3, 1, 0, 2], max_batch=4) == alone
+    assert run([2, 0, 3, 1], max_batch=2) == alone
+    assert len({tuple(x) for x in alone}) > 1  # the streams differ
+
+
+def test_rollouts_with_the_same_seed_sample_the_same_tokens(policy, world):
+    """ERPO's rollouts are reproducible: each episode samples from its own seeded stream, so however the
+    concurrent episodes' turns are batched, the same seed gives the same trajectories."""
+    tasks, dags = world
+    batch = [tasks["task_cancel"], tasks["task_buy"]]
+
+    def play(concurrency):
+        fn = make_rollout_fn(dags, {"env_mock_shop": TOOLS}, env_factory=local_env_factory, judge=RuleJudge(),
+                             config=EpisodeConfig(max_turns=3), max_new_tokens=8, concurrency=concurrency, seed=5)
+        return [(t.task_id, t.token_ids, t.reward) for t in fn(policy, batch, 3)]
+
+    first = play(6)
+    assert play(6) == first and play(1) == first
+    assert len({tuple(ids) for _, ids, _ in first}) > 1
 
 
 def test_run_eval_with_a_local_model(policy_dir, warehouse):

@@ -37,7 +37,7 @@ class Replay:
     def __init__(self, tok, bodies):
         self.ids = [tok(b, add_special_tokens=False)["input_ids"] for b in bodies]
 
-    def generate(self, ids, max_new_tokens, temperature):
+    def generate(self, ids, max_new_tokens, temperature, generator=None):
         new = self.ids.pop(0)
         return new, [-1.0] * len(new)
 

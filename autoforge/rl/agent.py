@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import queue
 import threading
+
+import torch
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence
 
@@ -48,7 +50,9 @@ class BatchedGenerator:
 
     A worker thread takes the first waiting request, collects others for up to ``wait_s``
     (or until ``max_batch``), and samples them together. Requests with different
-    ``(max_new_tokens, temperature)`` are batched separately.
+    ``(max_new_tokens, temperature)`` are batched separately. A request may bring its own
+    ``torch.Generator``: its tokens are then drawn from that stream alone, so what it samples does
+    not depend on the other requests it was batched with.
     """
 
     def __init__(self, policy: Policy, max_batch: int = 8, wait_s: float = 0.01):
@@ -57,9 +61,10 @@ class BatchedGenerator:
         self._thread = threading.Thread(target=self._loop, name="hf-generator", daemon=True)
         self._thread.start()
 
-    def generate(self, ids: list[int], max_new_tokens: int, temperature: float) -> tuple[list[int], list[float]]:
+    def generate(self, ids: list[int], max_new_tokens: int, temperature: float,
+                 generator: torch.Generator | None = None) -> tuple[list[int], list[float]]:
         fut: Future = Future()
-        self._q.put((list(ids), int(max_new_tokens), float(temperature), fut))
+        self._q.put((list(ids), int(max_new_tokens), float(temperature), fut, generator))
         return fut.result()
 
     def close(self) -> None:
@@ -86,7 +91,7 @@ class BatchedGenerator:
             for (n_new, temp), items in groups.items():
                 try:
                     new, lps = generate_turn(self.policy.model, self.policy.tokenizer, [it[0] for it in items], n_new, temp,
-                                             stop_ids=self.policy.stop_ids)
+                                             stop_ids=self.policy.stop_ids, generator=[it[4] for it in items])
                 except BaseException as exc:  # noqa: BLE001 - hand the error to every waiting episode
                     for it in items:
                         it[3].set_exception(exc)
@@ -112,14 +117,18 @@ class HFAgent:
         self.ctx = ctx
         self.builder = None
         self.n_seen = 0  # messages already in the token sequence
+        # Sampled turns draw from the episode's own stream (its seed): the same episode samples the same tokens
+        # however the concurrent episodes' turns were batched.
+        self.rng = (torch.Generator(device=getattr(self.policy, "device", "cpu")).manual_seed(int(ctx.seed))
+                    if self.temperature > 0 else None)
         self.turn_ids: list[list[int]] = []  # the ids generated at each turn (for tests and diagnostics)
 
     def _sample(self, ids: list[int]) -> tuple[list[int], list[float]]:
         if self.generator is not None:
-            return self.generator.generate(ids, self.max_new_tokens, self.temperature)
+            return self.generator.generate(ids, self.max_new_tokens, self.temperature, generator=self.rng)
         with self.lock:
             new, lps = generate_turn(self.policy.model, self.policy.tokenizer, [ids], self.max_new_tokens,
-                                     self.temperature, stop_ids=self.policy.stop_ids)
+                                     self.temperature, stop_ids=self.policy.stop_ids, generator=[self.rng])
         return new[0], lps[0]
 
     def act(self, messages: list[Message]) -> AgentTurn:

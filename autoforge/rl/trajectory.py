@@ -130,7 +130,7 @@ def generate_turn(
     temperature: float = 1.0,
     stop_ids: Sequence[int] | None = None,
     stop_strings: Sequence[str] | None = None,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | Sequence[torch.Generator | None] | None = None,
 ) -> tuple[list[list[int]], list[list[float]]]:
     """Sample one turn for each of B sequences; return the exact new ids and their log-probs.
 
@@ -140,9 +140,18 @@ def generate_turn(
     the same temperature, so on-policy the PPO ratio is 1. A sequence stops after emitting a
     token in ``stop_ids`` (kept: the policy must learn to end its turn) or once its decoded
     new text contains a stop string; the others keep going.
+
+    ``generator``: one ``torch.Generator`` for the whole batch, or one per sequence (None: the
+    global one). With one per sequence, each sequence draws its tokens from its own stream, so what
+    it samples does not depend on which other sequences share its batch (an episode seeded alike
+    samples alike however the concurrent episodes were batched).
     """
     if not input_ids or any(len(s) == 0 for s in input_ids):
         raise ConfigError("generate_turn: every sequence needs at least one prompt token")
+    per_row = isinstance(generator, (list, tuple))
+    if per_row and len(generator) != len(input_ids):
+        raise ConfigError(f"generate_turn: {len(generator)} generators for {len(input_ids)} sequences; give one per "
+                          "sequence, or one for the batch")
     dev = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if stop_ids is None:
@@ -171,7 +180,12 @@ def generate_turn(
     for _ in range(max_new_tokens):
         if temperature > 0:
             logp = torch.log_softmax(logits / temperature, dim=-1)
-            tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # [b]
+            if per_row:  # each sequence from its own stream; a finished row (kept in the batch) draws nothing
+                probs, fin = logp.exp(), finished.tolist()
+                tok = torch.cat([probs[r].argmax(-1, keepdim=True) if fin[r] else
+                                 torch.multinomial(probs[r], 1, generator=generator[b]) for r, b in enumerate(rows)])
+            else:
+                tok = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)  # [b]
         else:
             logp = torch.log_softmax(logits, dim=-1)
             tok = logp.argmax(-1)
