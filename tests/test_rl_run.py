@@ -216,7 +216,7 @@ def test_demo_config_trains_the_short_tasks_of_the_top_environments_from_the_bas
     assert [r["env_name"] for r in rows] == [ENV] and rows[0]["train"] > 0
     cfg = demo_config(wh, tmp_path)
     assert cfg.model_path == str(BASE_DIR) and cfg.envs == [ENV] and cfg.user_error_rate == 0.2
-    assert cfg.eval_at == ["start", "sft", "end"] and cfg.steps == 8
+    assert cfg.eval_at == ["start", "sft", "end"] and cfg.steps == 16
     # ERPO trains on the learnable tasks of a pass-rate estimate, each step refilled to 4 mixed groups
     assert cfg.pass_rate_samples == 4 and cfg.pass_rate_max_tasks == 64 and cfg.refill_max_rollouts == 2.0
     data = load_curated(wh, cfg)

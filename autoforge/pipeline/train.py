@@ -133,7 +133,7 @@ def demo_envs(warehouse: str | None, k: int = DEMO_ENVS, max_calls: int = DEMO_M
     return [{**r, "train": int(r["train"]), "test": int(r["test"])} for r in rows[:k]]
 
 
-def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 8, base: str | Path | None = None,
+def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 16, base: str | Path | None = None,
                 envs: list[str] | None = None) -> TrainConfig:
     """The ``autoforge demo`` run (289 s and 416 s in two runs on the 2-core dev machine with 2 torch threads,
     SFT 0.75-1.1 s per step; with 1 thread 497 s and 658 s, as the shared host varied; 0.208 after SFT in
@@ -161,7 +161,13 @@ def demo_config(warehouse: str | None, out_dir: str | Path, steps: int = 8, base
     fresh clone's of 6a5a497), SFT on all 300 gave 0.125 and ERPO 0.075 after it; SFT on the other 236
     gave 0.175, and six ERPO runs from that checkpoint 0.125, 0.175 (beta 0), 0.200, 0.150, 0.225
     (beta 0.1) and 0.150 (beta 0.3): ERPO moves the held-out rate by up to two tasks of 40 either way,
-    with 9-14 learnable tasks, all but one of them hotel's."""
+    with 9-14 learnable tasks, all but one of them hotel's.
+
+    16 steps, not 8 (the default since 2026-12-06): with each episode's tokens drawn from its own seeded
+    stream (ERPO reproducible), from one SFT checkpoint (0.125 on 40 held-out tasks, an AVX-512 host), three
+    ERPO draws each (step and rollout seeds shifted): 8 steps gave 0.150, 0.100, 0.150; 16 steps 0.200, 0.175,
+    0.175 (hotel 0.4 -> 0.5-0.7, banking 0.056 -> 0.056-0.111); 24 steps 0.175 in one draw. 16 steps cost
+    ~1.5 min more than 8."""
     from autoforge.rl.base import BASE_DIR, BaseSpec
 
     spec = BaseSpec()
@@ -194,7 +200,7 @@ def demo_headline(out: dict[str, Any], cfg: TrainConfig) -> str:
             f"{' -> '.join(points)} ({n_sft} SFT steps, {len(erpo)} ERPO steps, {updated} of them updated the weights)")
 
 
-def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 8, progress: Progress | None = None,
+def demo_training(warehouse: str | None, out_dir: str | Path, steps: int = 16, progress: Progress | None = None,
                   say=None, envs: list[str] | None = None) -> dict[str, Any]:
     """The demo's run (:func:`demo_config`), building the base checkpoint first when it is absent
     (:func:`autoforge.rl.base.ensure_base_checkpoint` says how long that takes). The result has
