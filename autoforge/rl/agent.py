@@ -21,17 +21,17 @@ episode (MEU) or it could not be scored.
 :func:`hf_agent_factory` is the agent factory of a local model directory, for evaluating it
 (``hf:<model dir>`` in :func:`autoforge.pipeline.evaluate.make_agent_factory`).
 
-Imports torch (through :mod:`autoforge.rl.policy`).
+Imports torch.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-
-import torch
 from concurrent.futures import Future
 from typing import Any, Callable, Sequence
+
+import torch
 
 from autoforge.rl import chat
 from autoforge.rl.policy import Policy, continuation_ids, load_policy, prompt_ids
