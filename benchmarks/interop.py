@@ -75,7 +75,9 @@ LIBRARIES = {"verl": {"version": "0.9.1", "install": ["verl[verl-core]==0.9.1"]}
                         "env": {"PYENV_VERSION": "3.12.1"}, "runtime": False},
              # checked by benchmarks/interop_<library>.py (each: ``run(warehouse, relation, tmp, keep, per_env)``
              # with the same result keys as run_harbor, and ``rewards`` per task)
-             "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0"], "torch": False},
+             # the export is pip-installed with --no-build-isolation: setuptools older than 70.1 (a fresh venv's 65.5)
+             # builds wheels only with the `wheel` package, which nothing else brings
+             "openenv": {"version": "0.3.0", "install": ["openenv-core==0.3.0", "setuptools>=70.1"], "torch": False},
              "verifiers": {"version": "0.4.0", "install": ["verifiers==0.4.0"], "torch": False},
              # NeMo Gym 0.7.0 declares Python >= 3.13.14; with only 3.13.0 here it is installed ignoring that pin
              # (benchmarks/interop_nemo_gym.py says what the check then shows). "torch": False: the bundle runtime

@@ -45,6 +45,10 @@ def _install(pkg: Path, tmp: Path, py: Path) -> Path:
     """The package installed into its own throwaway folder (from a copy: setuptools builds in the source tree)."""
     src, site = tmp / "openenv_src" / pkg.name, tmp / "openenv_site" / pkg.name
     shutil.copytree(pkg, src)
+    if subprocess.run([str(py), "-c", "import setuptools.command.bdist_wheel"], capture_output=True).returncode != 0:
+        # a venv set up before interop.py pinned setuptools>=70.1: give it a setuptools that builds wheels by itself
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "setuptools>=70.1"], check=True, capture_output=True,
+                       timeout=600)
     proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
                            str(site), str(src)], capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
