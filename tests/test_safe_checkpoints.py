@@ -444,8 +444,9 @@ def kill_at(tmp_path: Path, spec: dict, name: str) -> None:
 @pytest.fixture(scope="module")
 def straight(base_dir, tmp_path_factory):
     """The uninterrupted 3-step run every killed-and-resumed run must end equal to, on one thread as the killed
-    child runs (OMP_NUM_THREADS=1): a thread count changes the float rounding, and on some CPUs (AVX-512) that
-    was enough to sample other tokens."""
+    child (OMP_NUM_THREADS=1) and the resumed run (the autouse ``one_thread``, which a module fixture set up
+    before it does not get): a thread count changes the float rounding, and on an AVX-512 host two threads
+    sampled other tokens than one."""
     with one_torch_thread():
         pol = load_policy(base_dir, device="cpu")
         res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=6),
@@ -478,9 +479,8 @@ def test_a_run_killed_while_saving_resumes_from_the_last_complete_checkpoint(bas
 
     pol = load_policy(base_dir, device="cpu")
     logged: list[int] = []
-    with one_torch_thread():  # as the killed child and the straight run
-        res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=6), cfg,
-                    log_fn=lambda s, ph, m: logged.append(s))
+    res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=6), cfg,
+                log_fn=lambda s, ph, m: logged.append(s))
     assert res.resumed_from.name == resumes_from
     assert logged == list(range(int(resumes_from[-1]) + 1, 4))  # finished steps were not redone
     assert [r["step"] for r in res.history] == [1, 2, 3] and res.last_checkpoint.name == "erpo-000003"
