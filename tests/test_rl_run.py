@@ -3,6 +3,7 @@ TrainingRun/TrainingStep rows, curve and before/after table, resume after a kill
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -19,13 +20,22 @@ from autoforge.warehouse import query
 ENV = "hr"
 
 
+@contextlib.contextmanager
+def one_torch_thread():
+    """One torch thread inside the block; the count before it restored after."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """One torch thread: several times faster for a tiny model on a loaded 2-core machine; restored after."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ the chosen point (writes a marker file, then sleeps) and the test SIGKILLs it th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pickle
@@ -40,7 +39,7 @@ from autoforge.rl.policy import load_policy
 from autoforge.rl.synthetic import make_synthetic_rollout_fn, synthetic_tasks
 from autoforge.rl.trainer import make_optimizer, train
 
-from test_rl_run import ENV, one_thread, wh  # noqa: F401  (the one-environment factory warehouse, one torch thread)
+from test_rl_run import ENV, one_thread, one_torch_thread, wh  # noqa: F401  (the one-environment factory warehouse, one torch thread)
 from test_rl_trainer import base_dir  # noqa: F401  (the tiny policy folder)
 
 TESTS = Path(__file__).resolve().parent
@@ -452,16 +451,6 @@ def straight(base_dir, tmp_path_factory):
         res = train(pol, synthetic_tasks(), make_synthetic_rollout_fn(max_new_tokens=6),
                     _cfg(tmp_path_factory.mktemp("straight")))
     return pol, res
-
-
-@contextlib.contextmanager
-def one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 @pytest.mark.slow
