@@ -16,6 +16,10 @@ first table gives, from ``v_rule_coverage`` / ``v_rule_summary``:
 * ``read``: of those, read into a kind (not ``unparsed``); ``enforced``: enforced at runtime (a
   guard the rule engine checks before the tool runs) or judged over the conversation;
   ``probe ok``: of those, the synthesis probe passed;
+* ``checkable``: the policy rules that are *mechanically checkable*: a call or a record of the tool set
+  could show them kept or broken (``v_rule_coverage.checkable``: enforced, or not enforced for a reason
+  other than naming no tool, argument, record field or status of the set, ``rule_kinds.OUTSIDE``);
+  ``checkable enforced``: of those, enforced (runtime with a probe that did not fail, or judged), and the share;
 * ``tool rules``: the rules of the tools' own prose, and how many are enforced (code, runtime, judged);
 * ``verified``, ``tasks/rule`` (mean verified tasks exercising an enforced policy rule, from
   ``tasks.rules``), ``boundary`` (verified tasks of kind ``boundary``);
@@ -23,8 +27,9 @@ first table gives, from ``v_rule_coverage`` / ``v_rule_summary``:
   Environment built from the tool_code rows (their guards included), have a call refused with a
   rule id (must be 0).
 
-The second table lists every rule not enforced, with why, per tool set: where it was read (the
-policy, at a character offset, or a tool's prose), its kind, the sentence and why (both cut short).
+The second table lists every rule not enforced, with why, per tool set, the checkable ones first: where
+it was read (the policy, at a character offset, or a tool's prose), its kind, whether it is checkable,
+the sentence and why (both cut short).
 Prints figures; asserts nothing.
 """
 
@@ -86,6 +91,9 @@ def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
     row["judged"] = sum(r["enforcement"] == "judged" for r in policy)
     row["probe_passed"] = sum(r["probe"] == "passed" for r in enforced)
     row["probe_failed"] = sum(r["probe"] == "failed" for r in enforced)
+    checkable = [r for r in policy if r.get("checkable", True)]
+    row["checkable"] = len(checkable)
+    row["checkable_enforced"] = sum(r["enforcement"] in ENFORCED and r["probe"] != "failed" for r in checkable)
     row["tool_rules"] = len(prose)
     row["tool_rules_enforced"] = sum(r["enforcement"] != "not enforced" for r in prose)
     row["tasks_per_rule"] = round(sum(r["tasks_exercising"] for r in enforced) / len(enforced), 1) if enforced else None
@@ -96,8 +104,10 @@ def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
     texts = {r["rule_id"]: r["text"] for r in rules}
     row["broken_rules"] = dict(Counter(texts.get(b["rule_id"], b["rule_id"]) for b in breaks).most_common())
     row["not_enforced"] = [{"from": "tool " + r["tool"] if r["source"] == "tool" else "policy",
-                            "at": r["source_offset"], "kind": r["kind"], "text": r["text"], "why": r["why"]}
-                           for r in rules if r["enforcement"] == "not enforced"]
+                            "at": r["source_offset"], "kind": r["kind"], "text": r["text"], "why": r["why"],
+                            "checkable": bool(r.get("checkable", True))}
+                           for r in sorted(rules, key=lambda r: not r.get("checkable", True))
+                           if r["enforcement"] == "not enforced"]
     return row
 
 
@@ -132,6 +142,10 @@ def _cut(text: str | None, n: int) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
+def _pct(k: int, n: int) -> str:
+    return f"{100 * k / n:.0f}%" if n else "-"
+
+
 def _kinds(by_kind: dict) -> str:
     return ", ".join(f"{k} {n}" for k, n in by_kind.items()) or "-"
 
@@ -144,13 +158,14 @@ def _md(header: list[str], lines: list[list], right: int = 1) -> str:
 
 
 SUMMARY = ["tool set", "policy docs", "policy rules (by kind)", "read", "enforced (runtime / judged)", "probe ok (of runtime)",
-           "tool rules (enforced)", "verified", "tasks/rule", "boundary", "gold breaks", "s"]
+           "checkable", "checkable enforced", "tool rules (enforced)", "verified", "tasks/rule", "boundary", "gold breaks", "s"]
 
 
 def summary_line(r: dict) -> list:
     return [r["toolset"] + (f" (ERROR {r['error']})" if "error" in r else ""), r["policy_docs"],
             f"{r['policy_rules']} ({_kinds(r['by_kind'])})", r["read"], f"{r['enforced']} ({r['runtime']} / {r['judged']})",
             f"{r['probe_passed']}/{r['runtime']}" + (f" ({r['probe_failed']} failed)" if r["probe_failed"] else ""),
+            r["checkable"], f"{r['checkable_enforced']} ({_pct(r['checkable_enforced'], r['checkable'])})",
             f"{r['tool_rules']} ({r['tool_rules_enforced']})", r["verified"], r["tasks_per_rule"], r["boundary"],
             r["gold_breaks"], r["seconds"]]
 
@@ -185,16 +200,19 @@ def main() -> int:
     print(_md(SUMMARY, [summary_line(r) for r in rows], right=3))
     n = lambda k: sum(r[k] for r in rows)  # noqa: E731
     print(f"\n{len(rows)} tool sets: {n('policy_rules')} policy rules, {n('read')} read, {n('enforced')} enforced, "
-          f"{n('probe_passed')} probe-passed; {n('verified')} verified tasks, {n('boundary')} boundary; "
+          f"{n('probe_passed')} probe-passed; {n('checkable')} mechanically checkable, {n('checkable_enforced')} of them "
+          f"enforced ({_pct(n('checkable_enforced'), n('checkable'))}; per set: "
+          + ", ".join(f"{r['toolset']} {_pct(r['checkable_enforced'], r['checkable'])}" for r in rows)
+          + f"); {n('verified')} verified tasks, {n('boundary')} boundary; "
           f"gold trajectories breaking an enforced rule: {n('gold_breaks')}")
     broken = [(r["toolset"], text, k) for r in rows for text, k in r["broken_rules"].items()]
     if broken:
         print("\n## Rules broken by gold trajectories (must be none)\n")
         print(_md(["tool set", "rule", "tasks"], [[t, _cut(text, TEXT_CHARS), k] for t, text, k in broken], right=2))
     print("\n## Rules not enforced, with why\n")
-    lines = [[r["toolset"], x["from"], x["at"], x["kind"], _cut(x["text"], TEXT_CHARS), _cut(x["why"], WHY_CHARS)]
-             for r in rows for x in r["not_enforced"]]
-    print(_md(["tool set", "from", "at", "kind", "sentence", "why"], lines, right=6) if lines else "(none)")
+    lines = [[r["toolset"], x["from"], x["at"], x["kind"], "yes" if x["checkable"] else "no", _cut(x["text"], TEXT_CHARS),
+              _cut(x["why"], WHY_CHARS)] for r in rows for x in r["not_enforced"]]
+    print(_md(["tool set", "from", "at", "kind", "checkable", "sentence", "why"], lines, right=7) if lines else "(none)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2, default=str))
     return 0

@@ -12,7 +12,7 @@ from autoforge.types import ToolRule
 def test_registry_lists_each_kind_with_how_it_is_enforced():
     assert list(RULE_KINDS) == ["source_status", "result_status", "side_effect", "constraint", "unparsed",
                                 "time_window", "cross_record", "quantity_limit", "count_limit", "money",
-                                "prohibition", "conversation"]
+                                "prohibition", "conversation", "procedure"]
     assert ENFORCED_KINDS == ("source_status", "result_status", "side_effect")
     assert {k.enforced_by for k in RULE_KINDS.values()} == {"template", "argument", "none", "runtime", "judged"}
     assert all(k.description for k in RULE_KINDS.values())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autoforge.cli import main
-from autoforge.domain.rule_kinds import ParsedRule
+from autoforge.domain.rule_kinds import OUTSIDE, ParsedRule
 from autoforge.warehouse import query
 
 HOTEL = Path(__file__).resolve().parents[1] / "autoforge" / "data" / "tooldocs" / "hotel"
@@ -41,7 +41,7 @@ def fake_read(text, source, specs, plans, schema):
             ParsedRule("conversation", SENTENCES["identify"], None, [], "judged", source=source, offset=at["identify"],
                        tools=["cancel_booking"], check={"op": "identify_first", "tools": ["cancel_booking"], "via": []}),
             ParsedRule("unparsed", SENTENCES["vague"], None, [], source=source, offset=at["vague"],
-                       why="no sentence form matches")]
+                       why=OUTSIDE + "no sentence form matches")]
 
 
 @pytest.fixture
@@ -112,7 +112,9 @@ def test_synthesize_stores_every_rule_with_its_source_and_prints_the_table(hotel
     assert cov[SENTENCES["identify"]]["enforcement"] == "judged"
     vague = cov[SENTENCES["vague"]]
     assert (vague["kind"], vague["enforcement"], vague["probe"]) == ("unparsed", "not enforced", "none")
-    assert vague["why"] == "no sentence form matches"
+    assert vague["why"] == OUTSIDE + "no sentence form matches"
+    # mechanically checkable: every enforced rule; not the one that names nothing of the tool set (sql/094)
+    assert [t for t, r in cov.items() if not r["checkable"]] == [SENTENCES["vague"]]
 
     (s,) = rows(wh, "SELECT * FROM v_rule_summary")
     n_tools = rows(wh, "SELECT count(*) AS n FROM tool_rules WHERE source = 'tool'")[0]["n"]
@@ -128,6 +130,7 @@ def test_synthesize_stores_every_rule_with_its_source_and_prints_the_table(hotel
     assert (s["n_probe_passed"], s["n_probe_failed"]) == (probes.get("passed", 0), probes.get("failed", 0))
     assert s["n_probe_passed"] >= 2 and s["tasks_with_rules"] == 0 and s["episodes_breaking"] == 0
     assert f"{s['n_rules']} (4 / {n_tools})" in line
+    assert (s["n_checkable_policy"], s["n_checkable_policy_enforced"]) == (3, 3) and s["n_checkable"] >= 3
 
 
 def test_tasks_and_episodes_are_counted_per_rule_and_factory_prints_the_table(hotel, tmp_path, capsys):

@@ -52,7 +52,8 @@ AUTO_STARTS: tuple[StartRule, ...] = ("lookup", "read", "entry", "any")  # start
 
 def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walks: int, merges: int, min_len: int,
                max_len: int, start: StartRule | Literal["auto"], dag_variants: int, client: Any = None,
-               knobs: DagKnobs | None = None, run_id: str | None = None) -> SampleResult:
+               knobs: DagKnobs | None = None, run_id: str | None = None,
+               procedures: list[list[str]] | None = None) -> SampleResult:
     """Graph -> walks + merges -> DAGs for one environment (the knobs' defaults: ``pipeline.SampleParams``).
 
     ``start="auto"``: walks are drawn under every start rule (at lookups, the reads the user can
@@ -60,14 +61,22 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
     best ``walks`` of them by :func:`autoforge.dags.sequences.walk_score` are kept, each
     sequence recording its rule (a merge: its first walk's); ``SampleResult.starts`` counts per
     rule the walks drawn and kept. Where no walk reaches a write at all, walks over reads become
-    answer sequences (``goal="answer"``): the last read's output is the answer."""
+    answer sequences (``goal="answer"``): the last read's output is the answer.
+
+    ``procedures``: tool sequences a policy requires (the steps of the environment's judged ``sequence``
+    rules, :mod:`autoforge.domain.policy_order`); each whose tools the environment has is a sequence of
+    its own (start rule ``procedure``), ahead of the walks, so tasks teach the procedure."""
     mine = [t for t in tools if t.env_id == env.env_id and t.status == "accepted"]
     graph = build_graph(env, mine, client, run_id=run_id)
     rules = AUTO_STARTS if start == "auto" else (start,)
     kept, starts = ranked_walks(graph, mine, walks, seed, rules, min_len=min_len, max_len=max_len, env=env)
+    proc = procedure_sequences(env, mine, procedures or [])
+    if proc:
+        kept = proc + [w for w in kept if w.seq_id not in {p.seq_id for p in proc}]
+        starts["procedure"] = {"walks": len(proc), "kept": len(proc)}
     rule_of = {w.seq_id: w.start_rule for w in kept}
     seqs = kept + [m.model_copy(update={"start_rule": rule_of[m.parents[0]]})
-                   for m in merge_sequences(kept, mine, merges, seed + 1, env=env)]
+                   for m in merge_sequences([w for w in kept if w.start_rule != "procedure"], mine, merges, seed + 1, env=env)]
     rule: StartRule | None = None  # a fallback's one rule (None: the walks' own)
     if not seqs and start == "auto" and min_len > 1:
         # no multi-step walk anywhere (a tool graph without edges): single writes that need no
@@ -93,6 +102,21 @@ def sample_env(env: EnvironmentRecord, tools: list[ToolCode], seed: int, *, walk
                                            f"(start rules tried: {', '.join(rules)})",
                                     run_id=run_id))
     return SampleResult(env.env_id, graph, seqs, dags, rejections, drain_calls(client, run_id), starts)
+
+
+def procedure_sequences(env: EnvironmentRecord, tools: list[ToolCode], procedures: list[list[str]]) -> list[ToolSequence]:
+    """One sequence per distinct procedure whose every step is an accepted tool of ``env`` that tasks may
+    use; ``goal="state"`` when a step writes, else ``"answer"`` (the last read answers)."""
+    usable = {t.name: t for t in tools if in_tasks(t.kind)}
+    out: dict[str, ToolSequence] = {}
+    for steps in procedures:
+        if len(steps) < 2 or not all(s in usable for s in steps):
+            continue
+        goal: Literal["state", "answer"] = "state" if any(usable[s].effect == "write" for s in steps) else "answer"
+        sid = content_id("seq", env.env_id, steps) if goal == "state" else content_id("seq", env.env_id, steps, goal)
+        out.setdefault(sid, ToolSequence(seq_id=sid, env_id=env.env_id, tools=list(steps), start_rule="procedure",
+                                          goal=goal))
+    return list(out.values())
 
 
 ANSWER_MAX_LEN = 3  # an answer task chains at most this many reads (DEFAULT: longer chains of sums read as puzzles)

@@ -41,10 +41,11 @@ import re
 from typing import Any
 
 from autoforge.domain import words as nm
+from autoforge.domain.policy_order import call_order, drop_conflicts, procedure_rules
 from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, verb_span_free, words_of
 from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
-                                           params_named, phrase_of, policy_world, make_rule, governed_tools)
-from autoforge.domain.rule_kinds import ParsedRule
+                                           params_named, phrase_of, policy_world, make_rule, governed_tools, named_in)
+from autoforge.domain.rule_kinds import OUTSIDE, ParsedRule
 from autoforge.domain.statuses import status_rules
 from autoforge.tooldocs.schema import props
 from autoforge.types import StateSchema, ToolSpec
@@ -54,7 +55,7 @@ RULE_CUE = re.compile(
     r"|unless|should|need to|needs to|has to|have to|eligible|allowed|permitted|limit(?:ed|s)?|maximum|minimum|max"
     r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before|no sooner than|no earlier than"
     r"|not until|prohibited|forbidden|restricted|no longer|at a time|left|remaining)\b"
-    r"|\b(?:for|from|between)\s+\d+\s+(?:to|and)\s+\d+\b", re.I)
+    r"|\b(?:for|from|between)\s+\d+\s+(?:to|and)\s+\d+\b|\bfirst\b[^.]*\bthen\b", re.I)
 PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", "employee", "account", "holder",
           "passenger", "traveler", "traveller", "subscriber", "borrower", "student", "owner", "renter", "driver"}
 _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm\w*)\b[^.]{0,40}?"
@@ -117,6 +118,11 @@ _MONOTONE = re.compile(r"\b(?:can only (?:go up|increase|be increased|grow|rise)
                        r"|(?:is|are) never (?:decreased|reduced|lowered))\b", re.I)
 _CHANGE_ACTIVE = re.compile(r"\b(?:the\s+)?(?:number of\s+)?([a-z][\w\- ]{1,30}?)\s+(?:cannot|can ?not|may not|must not|never)\s+"
                             r"(?:change|changes)\b", re.I)
+_FILLED = re.compile(r"\b(?:never|not|only|must not|should not|cannot)\b[^.]{0,60}?\b(?:call|use|invoke|run)\w*\b[^.]{0,50}?"
+                     r"(?:\b(?:missing|empty|blank|placeholder|null|made[- ]up|invented|guessed|assumed|dummy|fake)\b"
+                     r"[^.]{0,40}?\b(?:values?|arguments?|parameters?|inputs?|data)\b"
+                     r"|\b(?:all|every)\s+(?:the\s+|of\s+the\s+)?required\s+(?:values?|arguments?|parameters?|inputs?|information|fields?))",
+                     re.I)
 _NEGATION = re.compile(r"\b(not|cannot|can't|never|no|nor|neither|except|excluding|other than|isn't|aren't|won't)\b", re.I)
 
 
@@ -147,6 +153,16 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         return [make_rule("conversation", text, check if writes else None, writes, "judged",
                       why=None if writes else "the tool set has no write to guard")]
     return []
+
+
+def _filled(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
+    """"Never call a tool with missing, empty or placeholder values", "Only call a tool when you have all
+    required parameters": an ``arg_filled`` guard on the free-text required arguments of every tool
+    (:func:`autoforge.envs.policy_guards.free_text_required` picks them per tool when the rule is bound)."""
+    if not _FILLED.search(st.text):
+        return []
+    tools = [t for t in world.tools if t.kind not in ("handoff", "scratchpad", "calculator")]
+    return [make_rule("prohibition", st.text, {"op": "arg_filled", "args": "required"}, tools)]
 
 
 def _count_limit(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
@@ -569,7 +585,7 @@ def _table_row(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     return out
 
 
-FORMS = (_table_row, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
+FORMS = (_table_row, call_order, _filled, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
 
 
 def _plain(text: str) -> str:
@@ -586,7 +602,7 @@ def read_statement(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     out: list[ParsedRule] = []
     for form in FORMS:
         got = form(st, world)
-        if got and form in (_conversation, _table_row):
+        if got and form in (_conversation, _table_row, call_order, _filled):
             return got
         out += got
     # a form that bound beats one of the same statement that did not
@@ -611,7 +627,15 @@ def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, sche
         for r in got:
             r.text, r.source, r.offset = st.text[:2000], source, st.offset
             out.append(r)
-    return out
+    for offset, r in procedure_rules(text, world):
+        r.source, r.offset = source, offset
+        out.append(r)
+    drop_conflicts(out)
+    for r in out:
+        if r.enforcement == "not enforced" and not named_in(Statement(r.text, r.offset or 0), world):
+            r.why = OUTSIDE + ("it names no tool, argument, record field or status of this tool set; "
+                               + (r.why or ""))[:900]
+    return sorted(out, key=lambda r: r.offset or 0)
 
 
 PROSE_KINDS = ("count_limit", "time_window", "quantity_limit", "money", "cross_record", "prohibition")

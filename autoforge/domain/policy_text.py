@@ -35,6 +35,8 @@ class Statement:
     cells: list[tuple[str, str]] | None = None  # a table row: (header, cell) pairs
 
 
+# **bold**, _em_, `code`: the marks go, the words stay; an identifier's own underscores (find_guest_id) are no marks
+_EMPHASIS = re.compile(r"(?<![\w*_`])([*_`]{1,3})(?=[^\s*_`])(.+?)(?<=[^\s*_`])\1(?![\w*_`])")
 _SENT = re.compile(r"(?<=[.!?;])[*_`]*\s+(?=[A-Z0-9\"'(*_`])")
 
 
@@ -112,7 +114,7 @@ def statements(text: str) -> list[Statement]:
     flush()
     # Markdown emphasis and stray markup carry no meaning for the reader
     for st in out:
-        st.text = re.sub(r"[*_`]{1,3}([^*_`]+)[*_`]{1,3}", r"\1", st.text).strip()
+        st.text = _EMPHASIS.sub(r"\2", st.text).strip()
     return [st for st in out if len(st.text) > 3]
 
 

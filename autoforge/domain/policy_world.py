@@ -221,3 +221,53 @@ def by_tool(kind: str, text: str, pairs: list[tuple[PolicyTool, dict]], why: str
         key = repr(sorted(check.items()))
         groups.setdefault(key, (check, []))[1].append(t)
     return [make_rule(kind, text, check, tools, **kw) for check, tools in groups.values()]
+
+
+_TOOL_NAME = re.compile(r"\[([A-Za-z][\w \-/]{1,60})\]|`([A-Za-z][\w\-]*)(?:\(\))?`|\b([A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*)(?:\(\))?")
+
+
+def name_key(name: str) -> str:
+    return " ".join(nm.words(name))
+
+
+def tool_mentions(text: str, world: PolicyWorld) -> list[tuple[int, int, PolicyTool]]:
+    """Each place ``text`` names a tool of ``world`` exactly, as ``(start, end, tool)`` in order. A plain
+    word names a tool only when the tool's name has two words or more (``search`` is an English word;
+    ``searchFaq`` and ``pull-up-account`` are names)."""
+    by_key = {name_key(t.name): t for t in world.tools}
+    out = []
+    for m in _TOOL_NAME.finditer(text):
+        bracketed, ticked, plain = m.groups()
+        word = bracketed or ticked or plain
+        t = by_key.get(name_key(word))
+        if t is None:
+            continue
+        if plain and len(nm.words(t.name)) < 2 and not m.group(0).endswith("()"):
+            continue
+        out.append((m.start(), m.end(), t))
+    return out
+
+
+# a parameter or field with one of these names says nothing about what a sentence is about
+_GENERIC_NAMES = {"id", "name", "description", "details", "detail", "info", "data", "notes", "note", "text", "message",
+                  "instructions", "content", "title", "type", "value", "values", "query", "input", "output", "body",
+                  "action", "days", "day", "hours", "hour", "minutes", "weeks", "months", "years", "date", "time"}
+
+
+def named_in(st: Statement, world: PolicyWorld) -> list[str]:
+    """What a statement names of the tool set: its tools (by exact name), their arguments and the records'
+    fields (by their words: ``access_type`` is "access type"; a one-word name that says little, such as
+    ``name`` or ``type``, does not count) and status values (as ``tool x`` / ``field x`` / ``status x``).
+    Empty: nothing a tool call carries or a record keeps, so no call or record could show whether the
+    statement was kept: it is not mechanically checkable in this tool set."""
+    out = [f"tool {t.name}" for _, _, t in tool_mentions(st.text, world)]
+    said = " " + " ".join(words_of(st.text)) + " "
+    names = {p for t in world.tools for p in t.params} | {f.name for c in world.schema.collections for f in c.fields}
+    for n in sorted(names):
+        ws = nm.words(n)
+        if not ws or (len(ws) == 1 and (ws[0] in _GENERIC_NAMES or ws[0] in STOP or len(ws[0]) < 3)):
+            continue
+        if f" {' '.join(ws)} " in said or f" {' '.join(ws)}s " in said:
+            out.append(f"field {n}")
+    out += [f"status {s}" for s in sorted(statuses_of(world)) if f" {' '.join(s.replace('_', ' ').split())} " in said]
+    return list(dict.fromkeys(out))

@@ -19,6 +19,7 @@ count_limit    runtime    "can be modified only once", "renewed at most twice" (
 money          runtime    "a refund cannot exceed the amount paid", "the payment must cover the total"
 prohibition    runtime    "cannot change the number of passengers", "reference books are never lent"
 conversation   judged     "verify the customer's identity before any change", "confirm before ..."
+procedure      judged     "check with retrievePolicy() before calling checkEligibility()", "refund: a, b, c"
 unparsed       none       a sentence that reads like a rule but matches no form
 =============  =========  ==============================================================
 
@@ -73,7 +74,20 @@ RULE_KINDS: dict[str, RuleKind] = {k.name: k for k in (
     RuleKind("prohibition", "a change that is never allowed (\"cannot change the number of passengers\")", "runtime"),
     RuleKind("conversation", "how the agent must talk (\"verify the customer's identity before any change\", "
              "\"confirm before a consequential write\")", "judged"),
+    RuleKind("procedure", "the order tools must be called in (\"call X before Y\", a numbered runbook of tool "
+             "steps, \"refund: look_up, verify, refund\"; autoforge.domain.policy_order)", "judged"),
 )}
+# The start of the ``why`` of a rule no call or record of its tool set could show kept or broken (it names
+# no tool, argument, field or status of the set: autoforge.domain.policy_world.named_in). The rest are the
+# *mechanically checkable* rules (v_rule_coverage.checkable, sql/094; benchmarks/policy.py).
+OUTSIDE = "outside the tools: "
+
+
+def checkable(enforcement: str, why: str | None) -> bool:
+    """Whether a rule is mechanically checkable: enforced, or not enforced for a reason other than :data:`OUTSIDE`."""
+    return enforcement != "not enforced" or not (why or "").startswith(OUTSIDE)
+
+
 # The kinds the record templates enforce (and the synthesis probes check on the record).
 ENFORCED_KINDS = tuple(name for name, k in RULE_KINDS.items() if k.enforced_by == "template")
 

@@ -28,6 +28,8 @@ record_min    collection id_arg field min                    record[field] (numb
 window        collection id_arg field days? hours?           since: NOW - record[field] > window;
               direction since|until|after                    until: record[field] - NOW < window;
                                                              after: NOW - record[field] < window
+arg_filled    args                                           an argument of ``args`` is blank or a placeholder
+                                                             (``<name>``, ``[info]``, ``null``, ``N/A``, ``TBD`` ...)
 owned         collection id_arg owner_field owner_arg        record[owner_field] != args[owner_arg]
 member        collection id_arg list_field item_arg          args[item_arg] is not in the record's list
 unchanged     collection id_arg field arg                    the argument differs from record[field]
@@ -42,15 +44,24 @@ it can show breaks the rule.
 from __future__ import annotations
 
 import copy
+import re
 from datetime import datetime, timedelta
 from typing import Any
 from autoforge.envs.sandbox import NOW  # the clock every environment sees
 
 _NOW = datetime.fromisoformat(NOW)  # parsed once: guards run on every call
-OPS = ("status", "arg_limit", "arg_not", "arg_in", "record_limit", "record_min", "count_limit", "window", "owned", "member",
+OPS = ("status", "arg_limit", "arg_not", "arg_in", "arg_filled", "record_limit", "record_min", "count_limit", "window", "owned", "member",
        "unchanged", "covers")
-RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in"}
+RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in", "arg_filled"}
 _MISSING = object()
+# a value a caller types when it has none: "", "<phone number>", "[required info]", "{id}", "null", "N/A", "TBD" ...
+_PLACEHOLDER = re.compile(r"\s*(?:<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|null|undefined|n/?a|unknown|tbd|todo|placeholder"
+                          r"|x{3,}|\?+|\.{3}|string|your[ _-]\w+(?:[ _-]\w+)?|example(?:[ _-]\w+)?)?\s*", re.I)
+
+
+def placeholder(v: Any) -> bool:
+    """Whether ``v`` is a blank string or one that stands in for a value (:data:`_PLACEHOLDER`)."""
+    return isinstance(v, str) and bool(_PLACEHOLDER.fullmatch(v))
 
 
 # --------------------------------------------------------------------------- reading values
@@ -131,6 +142,8 @@ def broken(g: dict, state: Any, args: dict) -> bool:
     if not applies(g, state, args):
         return False
     op = g.get("op")
+    if op == "arg_filled":
+        return any(placeholder(args.get(a)) for a in g.get("args") or ())
     if op in ("arg_limit", "arg_not", "arg_in"):
         v = args.get(g.get("arg"), _MISSING)
         if v is _MISSING or v is None:
@@ -276,6 +289,15 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         n = (hi if hi is not None else lo) if keep else (float(hi) + 1 if hi is not None else float(lo) - 1)
         n = int(n) if float(n).is_integer() else n
         args[g["arg"]] = _fill(v, int(n)) if isinstance(v, list) else n
+        return
+    if op == "arg_filled":
+        first = next(iter(g.get("args") or ()), None)
+        if first is not None and not keep:
+            args[first] = ""
+        elif keep:
+            for a in g.get("args") or ():
+                if placeholder(args.get(a)):
+                    args[a] = f"{a.replace('_', ' ')} 1"
         return
     if op in ("arg_not", "arg_in"):
         vals = list(g.get("values") or [])

@@ -98,9 +98,9 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
 
 # --------------------------------------------------------------------------- validation
 
-JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when")
+JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when", "call_before", "sequence")
 _KEYS = {"status": ("collection", "id_arg"), "arg_limit": ("arg",), "arg_not": ("arg", "values"),
-         "arg_in": ("arg", "values"), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
+         "arg_in": ("arg", "values"), "arg_filled": ("args",), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
          "count_limit": ("collection", "id_arg", "counter", "max"), "window": ("collection", "id_arg", "field"),
          "owned": ("collection", "id_arg", "owner_field", "owner_arg"),
          "member": ("collection", "id_arg", "list_field", "item_arg"),
@@ -131,6 +131,8 @@ def check_problem(check: Any, params: list[str], schema: StateSchema, enforcemen
     for k in ARG_KEYS:
         if check.get(k) is not None and check[k] not in params:
             return f"{k} {check[k]!r} is no argument of the tool (its arguments: {', '.join(params) or 'none'})"
+    if op == "arg_filled" and (not isinstance(check["args"], list) or not set(check["args"]) <= set(params)):
+        return f"args must list arguments of the tool (its arguments: {', '.join(params) or 'none'})"
     w = check.get("when")
     if w is not None:
         if not isinstance(w, dict) or not all(w.get(k) for k in ("collection", "id_arg", "field", "values")):
@@ -166,6 +168,11 @@ def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec],
                     continue
                 names = public_args[t]
                 check = copy.deepcopy(r.check)
+                if check.get("op") == "arg_filled" and check.get("args") == "required":
+                    check["args"] = free_text_required(next(c for c in cspecs if c.name == t))
+                    if not check["args"]:
+                        continue
+                    check["args"] = [names[a] for a in check["args"] if a in names]
                 missing = [check[k] for k in ARG_KEYS if isinstance(check.get(k), str) and check[k] not in names]
                 if r.enforcement == "runtime" and missing:
                     continue
@@ -179,13 +186,25 @@ def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec],
                     check["when"]["id_arg"] = names[check["when"]["id_arg"]]
                 if isinstance(check.get("tools"), list):  # a judged check's tool lists
                     check["tools"] = [public_tool.get(x, x) for x in check["tools"]]
-                if isinstance(check.get("via"), list):
-                    check["via"] = [public_tool.get(x, x) for x in check["via"]]
+                for k in ("via", "steps"):
+                    if isinstance(check.get(k), list):
+                        check[k] = [public_tool.get(x, x) for x in check[k]]
                 b.checks[public_tool[t]] = check
             if not b.checks and b.why is None:
                 b.why = ("no tool it names has the arguments its check reads" if r.tools
                          else "it names no tool of this tool set")
         out.append(b)
+    return out
+
+
+def free_text_required(spec: ToolSpec) -> list[str]:
+    """The required arguments of ``spec`` a caller fills with free text: strings with no enum or pattern."""
+    params = props(spec.parameters)
+    out = []
+    for name in (spec.parameters or {}).get("required") or []:
+        sch = unwrap(params.get(name)) if isinstance(params.get(name), dict) else {}
+        if sch.get("type") == "string" and not ({"enum", "const", "pattern"} & set(sch)):
+            out.append(name)
     return out
 
 

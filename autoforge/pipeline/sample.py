@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
@@ -18,6 +18,7 @@ from autoforge.dags.sample import SampleResult, sample_counts, sample_env
 from autoforge.dags.sequences import StartRule
 from autoforge.pipeline.common import (TASKS_PER_ENV, EnvSelection, by_env, client_for, finish, given, load_environments,
                                        persist)
+from autoforge.pipeline.corpus import judged_rules
 from autoforge.pipeline.parallel import map_envs
 from autoforge.types import EnvironmentRecord, Run, ToolCode
 from autoforge.warehouse import reading
@@ -68,20 +69,25 @@ class SampleParams(EnvSelection):
 class SampleInputs:
     envs: list[EnvironmentRecord]
     tools: dict[str, list[ToolCode]]
+    procedures: dict[str, list[list[str]]] = field(default_factory=dict)  # env -> its policy's required tool sequences
 
 
 def load(warehouse: str | None, params: SampleParams) -> SampleInputs:
     envs, tools = load_environments(warehouse, params)
-    return SampleInputs(envs, by_env(tools))
+    judged = judged_rules(warehouse, [e.env_id for e in envs])
+    procedures = {e: [c["steps"] for c in checks if c.get("op") == "sequence" and c.get("steps")]
+                  for e, checks in judged.items()}
+    return SampleInputs(envs, by_env(tools), procedures)
 
 
 def run_one(env: EnvironmentRecord, tools: list[ToolCode], params: SampleParams, run_id: str,
-            client: Any = None) -> SampleResult:
-    """One environment (``client``: the LLM client of an online backend, built per unit when None)."""
+            client: Any = None, procedures: list[list[str]] | None = None) -> SampleResult:
+    """One environment (``client``: the LLM client of an online backend, built per unit when None;
+    ``procedures``: its policy's required tool sequences)."""
     client = client if client is not None else client_for(params.backend)
     return sample_env(env, tools, params.seed, walks=params.n_walks, merges=params.n_merges, min_len=params.min_len,
                       max_len=params.max_len, start=params.start, dag_variants=params.dag_variants, client=client,
-                      run_id=run_id)
+                      run_id=run_id, procedures=procedures)
 
 
 def run(warehouse: str | None, params: SampleParams | None = None, *, batch_id: str | None = None, client: Any = None,
@@ -94,7 +100,8 @@ def run(warehouse: str | None, params: SampleParams | None = None, *, batch_id: 
         inp = load(warehouse, params)
     client = client if client is not None else client_for(params.backend)
     tools = [inp.tools.get(e.env_id, []) for e in inp.envs]
-    results = map_envs([partial(run_one, e, t, params, row.run_id, client) for e, t in zip(inp.envs, tools)],
+    results = map_envs([partial(run_one, e, t, params, row.run_id, client, inp.procedures.get(e.env_id))
+                        for e, t in zip(inp.envs, tools)],
                        [len(t) for t in tools], local=client is not None)  # an online client stays here (map_envs)
     counts = sample_counts(results, time.perf_counter() - t0)
     persist(warehouse, results, finish(row, counts))

@@ -21,6 +21,9 @@ An episode breaks a rule when
     "not" / "wait") and the agent's last message with text before that user message asked to confirm
     (:func:`autoforge.dialogue.asks_confirmation`: "shall I", "confirm", "proceed", ...). One
     confirmation covers the writes up to the user's next message.
+  * ``call_before`` ``{"tools", "via"}`` and ``sequence`` ``{"steps"}`` (procedure rules,
+    :mod:`autoforge.domain.policy_order`): judged on the order of the successful calls alone
+    (:func:`autoforge.tasks.rules.order_breaks`).
   * ``transfer_when``: not judged offline (listed, never flagged).
 
 Each rule is reported once, in the order its first break happened. :func:`episode_rule_breaks` is
@@ -56,16 +59,23 @@ def refused_in(messages: list[Message]) -> list[str]:
 
 
 def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[tuple[str, str]]:
-    """``(rule_id, why)`` of each judged rule (``identify_first``, ``confirm_first``) the transcript breaks."""
-    checks = [c for c in checks or () if c.get("op") in ("identify_first", "confirm_first") and c.get("rule_id")]
+    """``(rule_id, why)`` of each judged rule (``identify_first``, ``confirm_first``, ``call_before``,
+    ``sequence``) the transcript breaks."""
+    from autoforge.tasks.rules import order_breaks
+
+    checks = [c for c in checks or () if c.get("op") in ("identify_first", "confirm_first", "call_before", "sequence")
+              and c.get("rule_id")]
     if not checks:
         return []
+    order = [c for c in checks if c["op"] in ("call_before", "sequence")]
+    checks = [c for c in checks if c not in order]
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
     done: set[str] = set()  # tools called with success so far
     replied = False  # the user has answered the agent at least once
     confirmed = False  # the latest user message agreed to a confirmation the agent asked for
     last_text = ""  # the agent's latest message with text
+    made: list[str] = []  # the successful calls' tool names, in order
     out: dict[str, str] = {}
     for i, m in enumerate(messages):
         if m.role == "user":
@@ -94,6 +104,9 @@ def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[
                     out[c["rule_id"]] = (f"{tc.name} ran without the user's confirmation (the latest user message "
                                          "before it does not agree to a request to confirm)")
             done.add(tc.name)
+            made.append(tc.name)
+    for rid, why in order_breaks(made, order):
+        out.setdefault(rid, why)
     return list(out.items())
 
 

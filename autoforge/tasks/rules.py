@@ -20,7 +20,9 @@ from typing import Any, Iterable
 
 from autoforge.types import ToolCall, ToolCode, ToolRule
 
-JUDGED_OPS = ("identify_first", "confirm_first")  # the judged ops the rule judge checks (transfer_when: not yet)
+# the judged ops the rule judge checks (transfer_when: not yet); call_before and sequence: procedure rules
+# (autoforge.domain.policy_order), judged by the order of the successful calls alone (order_breaks)
+JUDGED_OPS = ("identify_first", "confirm_first", "call_before", "sequence")
 
 
 def judged_checks(rules: Iterable[ToolRule | dict] | None) -> list[dict]:
@@ -38,7 +40,8 @@ def judged_checks(rules: Iterable[ToolRule | dict] | None) -> list[dict]:
             continue
         out.append({**check, "rule_id": str(rid), "message": " ".join(str(text).split())[:300],
                     "tools": [str(t) for t in (check.get("tools") or tools or [])],
-                    "via": [str(t) for t in (check.get("via") or [])]})
+                    "via": [str(t) for t in (check.get("via") or [])],
+                    **({"steps": [str(t) for t in check.get("steps") or []]} if check.get("op") == "sequence" else {})})
     return out
 
 
@@ -57,15 +60,44 @@ def task_rules(calls: Iterable[ToolCall], tools: dict[str, ToolCode], judged: li
         tool = tools.get(name)
         ids += [str(g.get("rule_id")) for g in (tool.guards if tool is not None else ()) if g.get("rule_id")]
     called = set(names)
-    ids += [c["rule_id"] for c in judged or () if called & set(c.get("tools") or ())]
+    ids += [c["rule_id"] for c in judged or () if called & set(c.get("tools") or ()) and (
+        c.get("op") != "sequence" or set(c.get("steps") or ()) <= called)]  # a procedure: every step made
     return list(dict.fromkeys(i for i in ids if i))
+
+
+def order_breaks(names: list[str], checks: Iterable[dict] | None) -> list[tuple[str, str]]:
+    """``(rule_id, why)`` of each procedure rule that calls in this order (``names``: the successful calls'
+    tool names, in order) break. ``call_before``: a call to one of ``tools`` with no call to one of ``via``
+    before it. ``sequence``: every step was called, and the steps' first calls are not in the steps' order."""
+    out: dict[str, str] = {}
+    for c in checks or ():
+        rid = c.get("rule_id")
+        if not rid:
+            continue
+        if c.get("op") == "call_before":
+            via, tools = set(c.get("via") or ()), set(c.get("tools") or ())
+            for i, name in enumerate(names):
+                if name in via:
+                    break
+                if name in tools:
+                    out[rid] = f"call {i + 1} ({name}) comes before any call to {' or '.join(sorted(via))}"
+                    break
+        elif c.get("op") == "sequence":
+            steps = list(c.get("steps") or ())
+            first = {n: names.index(n) for n in steps if n in names}
+            if steps and len(first) == len(steps):
+                made = sorted(steps, key=first.__getitem__)
+                if made != steps:
+                    out[rid] = f"the procedure's steps were called in the order {' -> '.join(made)}, not {' -> '.join(steps)}"
+    return list(out.items())
 
 
 def gold_breaks(calls: list[ToolCall], judged: list[dict] | None) -> list[tuple[str, str]]:
     """``(rule_id, why)`` of each judged rule the gold calls break by their order alone: an
-    ``identify_first`` rule with lookups (``via``) one of whose writes comes before any of them.
-    (A rule without lookups, and ``confirm_first``, are kept in the dialogue: the oracle asks.)"""
-    out = []
+    ``identify_first`` rule with lookups (``via``) one of whose writes comes before any of them, and the
+    procedure rules (:func:`order_breaks`). (A rule without lookups, and ``confirm_first``, are kept in the
+    dialogue: the oracle asks.)"""
+    out = [(rid, f"gold {why}") for rid, why in order_breaks([c.name for c in calls], judged)]
     for c in judged or ():
         if c.get("op") != "identify_first" or not c.get("via"):
             continue

@@ -108,6 +108,7 @@ REPORT_NOUNS = frozenset(
 )
 _PHRASAL_WRITE = {("check", "in"), ("check", "out"), ("sign", "in"), ("sign", "out"), ("sign", "up"),
                   ("log", "in"), ("log", "out"), ("opt", "in"), ("opt", "out"), ("set", "up")}
+_PHRASAL_READ = {("pull", "up"), ("look", "up"), ("bring", "up"), ("call", "up")}  # "pull up an account": open it to read
 _CONTAINERS = frozenset("list set array series pair sequence collection group sample".split())
 _PREPOSITIONS = frozenset("to from by in into with for on onto between at as using via per than within".split())
 _STATE_REF_WORDS = frozenset(
@@ -213,6 +214,8 @@ def _name_lead_effect(ws: list[str], description: str, parameters: Mapping[str, 
         return "write"
     if (first, second) in _PHRASAL_WRITE:
         return "write"
+    if (first, second) in _PHRASAL_READ:
+        return "read"
     if first in _NOUN_LIKE and len(ws) >= 2 and ws[-1] not in _NOUN_LIKE and _verb_of(ws[-1]):
         return _verb_of(ws[-1])  # resource_verb names: issue_read, record_delete, file_upload
     if first in QUANTITY_VERBS:

@@ -1,0 +1,161 @@
+"""Procedure rules: the order a policy says tools must be called in (kind ``procedure``, judged).
+
+Policies name their tools and say in which order to use them, in two shapes:
+
+* **one statement** naming two tools with ``before`` / ``after`` / ``first ... then``: "Always check the
+  latest policies with retrievePolicy() BEFORE calling checkEligibility()", "Run save_address only after
+  lookup_customer", "First call get_owner, then assign_ticket". Read as a ``call_before`` check
+  ``{"tools": [the later tool], "via": [the earlier]}``: a successful call to the later tool needs a
+  successful call to the earlier one before it in the episode.
+* **a procedure**: a list item ``<name>: tool-a, tool-b, tool-c`` whose items are all tool names (a
+  table of required action sequences), or a numbered list whose items start with a tool's name
+  (``1. [Pull up Account] ...``, ``2. `verify_identity` ...``: a runbook). Read as a ``sequence`` check
+  ``{"steps": [...]}``: an episode that calls every step (with success) calls them first in this order.
+  Whether the user's request is the one the procedure is for is not known from the calls, so a missing
+  step is not judged, only the order of the steps made.
+
+A tool is named (:func:`autoforge.domain.policy_world.tool_mentions`) by its exact name in the text (``retrievePolicy()``, ``pull-up-account``,
+``save_or_update_address``), or by its name's words in brackets or backticks (``[Pull up Account]``).
+Two procedure rules that an episode could not both keep (the same steps in another order; a procedure
+whose steps a longer one orders differently; ``a before b`` and ``b before a``) are both listed ``not
+enforced`` with why. Judged by :mod:`autoforge.rollout.rule_judge`; a gold trajectory that breaks one is
+rejected (:func:`autoforge.tasks.rules.gold_breaks`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from autoforge.domain.policy_text import Statement
+from autoforge.domain.policy_world import PolicyTool, PolicyWorld, make_rule, name_key, tool_mentions
+from autoforge.domain.rule_kinds import ParsedRule
+
+_BEFORE = re.compile(r"\b(before|prior to|ahead of|in advance of)\b", re.I)
+_AFTER = re.compile(r"\b(only after|after|once|following)\b", re.I)
+_FIRST_THEN = re.compile(r"\bfirst\b.*\bthen\b", re.I)
+_LIST = re.compile(r"^\s*[\w\- ]{1,60}:\s*(.+)$")
+_NUMBERED = re.compile(r"^(\s*)\d+[.)]\s+(.*)$")
+_OPTION = re.compile(r"\b(option \d+|alternatively|or else|either)\b", re.I)  # a list of alternatives, not steps
+
+
+def call_order(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
+    """A statement naming two tools and their order (``X before Y``, ``Y after X``, ``first X, then Y``)."""
+    seen = tool_mentions(st.text, world)
+    if len({t.name for _, _, t in seen}) < 2:
+        return []
+    text = st.text
+    first = last = None
+    if (m := _BEFORE.search(text)) and any(e <= m.start() for _, e, _ in seen) and any(s >= m.end() for s, _, _ in seen):
+        first = [t for _, e, t in seen if e <= m.start()][-1]
+        last = next(t for s, _, t in seen if s >= m.end())
+    elif (m := _AFTER.search(text)) and any(e <= m.start() for _, e, _ in seen) and any(s >= m.end() for s, _, _ in seen):
+        last = [t for _, e, t in seen if e <= m.start()][-1]
+        first = next(t for s, _, t in seen if s >= m.end())
+    elif _FIRST_THEN.search(text):
+        first, last = seen[0][2], next(t for _, _, t in seen if t.name != seen[0][2].name)
+    if first is None or last is None or first.name == last.name:
+        return []
+    check = {"op": "call_before", "tools": [last.name], "via": [first.name]}
+    return [make_rule("procedure", text, check, [last], "judged")]
+
+
+@dataclass
+class Procedure:
+    text: str  # the list item, or the numbered list's heading and items
+    offset: int
+    steps: list[PolicyTool]
+
+
+def procedures(text: str, world: PolicyWorld) -> list[Procedure]:
+    """The procedures of a document: ``name: tool, tool, ...`` items, and numbered lists whose items start
+    with a tool's name (two steps or more), in document order."""
+    out: list[Procedure] = []
+    heading, run, pos, in_code = "", [], 0, False
+
+    def close() -> None:
+        steps = [t for _, _, t in run if t is not None]
+        options = sum(bool(_OPTION.search(line)) for _, line, _ in run)
+        if len(steps) >= 2 and 2 * len(steps) >= len(run) and options < 2:
+            body = " / ".join(line for _, line, _ in run)
+            out.append(Procedure(f"{heading}: {body}" if heading else body, run[0][0], steps))
+        run.clear()
+
+    for line in text.splitlines(keepends=True):
+        start, s = pos, line.strip()
+        pos += len(line)
+        if s.startswith(("```", "~~~")):
+            in_code = not in_code
+            continue
+        if in_code or not s:
+            continue
+        if s.startswith("#"):
+            close()
+            heading = s.lstrip("#").strip()
+            continue
+        if (m := _NUMBERED.match(line.rstrip("\n"))) and not m.group(1):
+            body = m.group(2).strip()
+            seen = tool_mentions(body, world)
+            lead = seen[0][2] if seen and seen[0][0] <= 2 else None
+            run.append((start + m.start(2), body, lead))
+            continue
+        if line[:1].isspace() and run:
+            continue  # a sub-item of the current step
+        close()
+        if s[:1] in "-*+" and (m := _LIST.match(s[1:])):
+            items = [i.strip(" .`()[]") for i in m.group(1).split(",")]
+            by_key = {name_key(t.name): t for t in world.tools}
+            named = [by_key.get(name_key(i)) for i in items]  # every item is a tool's name, one word or more
+            if len(items) >= 2 and all(named):
+                out.append(Procedure(s[1:].strip(), start + line.find(s[1:].strip()), named))
+    close()
+    return out
+
+
+def procedure_rules(text: str, world: PolicyWorld) -> list[tuple[int, ParsedRule]]:
+    """Each procedure of ``text`` as a judged ``sequence`` rule, with its offset."""
+    out = []
+    for p in procedures(text, world):
+        steps = list(dict.fromkeys(t.name for t in p.steps))
+        check = {"op": "sequence", "steps": steps, "tools": steps}
+        tools = list({t.name: t for t in p.steps}.values())
+        out.append((p.offset, make_rule("procedure", " ".join(p.text.split())[:2000], check, tools, "judged")))
+    return out
+
+
+def _order(check: dict) -> list[str]:
+    if check.get("op") == "sequence":
+        return list(check.get("steps") or [])
+    return list(check.get("via") or [])[:1] + list(check.get("tools") or [])[:1]
+
+
+def drop_conflicts(rules: list[ParsedRule]) -> None:
+    """Mark ``not enforced`` every procedure rule an episode could not keep beside another: a rule whose
+    steps all occur in another rule that orders them differently (that rule's episodes would break it).
+    An ``identify_first`` rule with lookups no longer binds a write that one of the policy's procedures
+    makes with no lookup before it (the policy's own steps show that write goes without it)."""
+    orders = [(r, _order(r.check)) for r in rules if r.kind == "procedure" and r.check]
+    for r in rules:
+        if not r.check or r.check.get("op") != "identify_first" or not r.check.get("via"):
+            continue
+        via, free = set(r.check["via"]), set()
+        for _, steps in orders:
+            for k, step in enumerate(steps):
+                if step in r.check["tools"] and not via & set(steps[:k]):
+                    free.add(step)
+        if free:
+            keep = [t for t in r.check["tools"] if t not in free]
+            r.check = {**r.check, "tools": keep}
+            r.tools = [t for t in r.tools if t not in free]
+            if not keep:
+                r.enforcement, r.check = "not enforced", None
+                r.why = "the policy's own procedures make every write it binds without " + " or ".join(sorted(via))
+    for r, mine in orders:
+        for other, theirs in orders:
+            if other is r or not set(mine) <= set(theirs):
+                continue
+            if [s for s in theirs if s in mine] != mine:
+                r.enforcement, r.check = "not enforced", None
+                r.why = (f"another procedure orders these tools differently ({' -> '.join(theirs)}), so an episode "
+                         "following it would break this one")
+                break
