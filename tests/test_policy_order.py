@@ -153,3 +153,75 @@ def test_a_rule_naming_nothing_of_the_tool_set_is_outside_the_tools(hotel):
 @pytest.mark.parametrize("name, effect", [("pull-up-account", "read"), ("look_up_order", "read"), ("sign_up_user", "write")])
 def test_phrasal_read_verbs(name, effect):
     assert tool_effect(name, "") == effect
+
+
+# --------------------------------------------------------------------------- more forms, and what is outside the tools
+
+
+def test_a_write_a_read_decides_needs_the_read_first(hotel):
+    got = {r.text: r for r in _read(hotel, "If the booking details show a confirmed stay, the booking can be cancelled.\n\n"
+                                           "The booking should be created for a room the available rooms list shows.\n")}
+    cancel = got["If the booking details show a confirmed stay, the booking can be cancelled."]
+    assert cancel.check == {"op": "call_before", "tools": ["cancel_booking"], "via": ["get_booking_details"]}
+    create = got["The booking should be created for a room the available rooms list shows."]
+    assert create.check == {"op": "call_before", "tools": ["create_booking"], "via": ["list_available_rooms"]}
+
+
+def test_n_of_the_items_for_a_named_tool_is_an_arg_count_guard_and_probed():
+    res = ingest_paths([str(HOTEL)])
+    text = "To search, the guest must give at least 2 of the following details for [Search Hotels]."
+    out = synthesize_environment(res.toolsets[0], res.specs, policies=[res.policies[0].model_copy(update={"text": text})])
+    (rule,) = [r for r in out.rules if r.guard and r.guard.get("op") == "arg_count"]
+    assert rule.tools == ["search_hotels"] and rule.guard["min"] == 2 and rule.probe == "passed", rule.probe_detail
+    g = rule.guard
+    assert broken(g, {}, {"city": "Lisbon"}) and not broken(g, {}, {"city": "Lisbon", "amenity": "spa"})
+    assert broken(g, {}, {"city": "Lisbon", "amenity": "<amenity>"})  # a placeholder is no value
+
+
+def test_listed_values_of_an_argument_are_refused_on_every_tool_taking_it(hotel):
+    (r,) = [r for r in _read(hotel, "Do not take special requests (pets, smoking or fireworks) for a booking.")
+            if r.check and r.check["op"] == "arg_not"]
+    assert r.check == {"op": "arg_not", "arg": "special_requests", "values": ["pets", "smoking", "fireworks"]}
+    assert r.tools == ["create_booking"] and r.enforcement == "runtime"
+
+
+def test_a_json_state_machine_gives_its_prose_and_its_steps(hotel):
+    from autoforge.domain.policy_text import json_value, statements
+
+    machine = ('# States\n\n[\n  {"id": "1_find", "instructions": ["Ask for the email, then call find_guest_id_by_email.",],\n'
+               '   "examples": ["Hi! What is your email?"]},\n'
+               '  {"id": "2_broken", "instructions": ["Say "hello" badly"]},\n'
+               '  {"id": "3_cancel", "description": "Only cancel with cancel_booking after the guest agrees.",\n'
+               '   "transitions": [{"condition": "Once the booking is cancelled"}]},\n]\n')
+    texts = [s.text for s in statements(machine)]
+    assert texts == ["Ask for the email, then call find_guest_id_by_email.",
+                     "Only cancel with cancel_booking after the guest agrees."]  # no sample phrase, no transition
+    assert [s.offset for s in statements(machine)] == [machine.find("Ask for"), machine.find("Only cancel")]
+    assert json_value('[1, 2, {"a": "x, ]"},]', 0) == ([1, 2, {"a": "x, ]"}], 22)
+    steps = [r.check["steps"] for r in _read(hotel, machine) if r.check and r.check.get("op") == "sequence"]
+    assert steps == [["find_guest_id_by_email", "cancel_booking"]]
+
+
+@pytest.mark.parametrize("sentence, why", [
+    ("Guests can always ask for late checkout at the front desk.", "a permission"),
+    ('"You must have your booking number ready, please."', "a phrase to say"),
+    ("Occasionally, the guest may not remember their booking id.", "a possibility"),
+    ("Loyalty cards arrive within 10 business days of joining.", "no argument, field or write"),
+])
+def test_rules_no_call_could_show_kept_or_broken_are_outside_the_tools(hotel, sentence, why):
+    from autoforge.domain.rule_kinds import OUTSIDE
+
+    (r,) = [r for r in _read(hotel, sentence)]
+    assert r.enforcement == "not enforced" and r.why.startswith(OUTSIDE) and why in r.why, r.why
+
+
+def test_tools_are_named_by_their_words_a_typo_and_an_adjective_aside(hotel):
+    from autoforge.domain.policy_world import policy_world, tools_named
+
+    _, _, cspecs, plans, schema = hotel
+    world = policy_world(cspecs, plans, schema)
+    names = lambda text: [t.name for t in tools_named(text, world)]  # noqa: E731
+    assert names("the booking can be cancelled") == ["cancel_booking"]
+    from autoforge.domain.policy_world import _said
+    assert _said("access", {"acess"}) and not _said("book", {"boo"})  # a long word one letter off ("acesss" stems to acess)
+    assert names("for the given booking") == [] and names("cancel") == []

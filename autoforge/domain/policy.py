@@ -41,10 +41,12 @@ import re
 from typing import Any
 
 from autoforge.domain import words as nm
+from autoforge.domain.policy_args import arg_count, args_filled, listed_values
 from autoforge.domain.policy_order import call_order, drop_conflicts, procedure_rules
 from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, verb_span_free, words_of
 from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
-                                           params_named, phrase_of, policy_world, make_rule, governed_tools, named_in)
+                                           params_named, phrase_of, policy_world, make_rule, governed_tools, outside_why,
+                                           tool_mentions)
 from autoforge.domain.rule_kinds import OUTSIDE, ParsedRule
 from autoforge.domain.statuses import status_rules
 from autoforge.tooldocs.schema import props
@@ -55,7 +57,8 @@ RULE_CUE = re.compile(
     r"|unless|should|need to|needs to|has to|have to|eligible|allowed|permitted|limit(?:ed|s)?|maximum|minimum|max"
     r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before|no sooner than|no earlier than"
     r"|not until|prohibited|forbidden|restricted|no longer|at a time|left|remaining)\b"
-    r"|\b(?:for|from|between)\s+\d+\s+(?:to|and)\s+\d+\b|\bfirst\b[^.]*\bthen\b", re.I)
+    r"|\b(?:for|from|between)\s+\d+\s+(?:to|and)\s+\d+\b|\bfirst\b[^.]*\bthen\b|\b(?:less|fewer) than\b"
+    r"|\bcan be [\w-]+(?:ed|en)\b[^.]*\bif\b|\bif\b[^.]*\bcan be [\w-]+(?:ed|en)\b", re.I)
 PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", "employee", "account", "holder",
           "passenger", "traveler", "traveller", "subscriber", "borrower", "student", "owner", "renter", "driver"}
 _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm\w*)\b[^.]{0,40}?"
@@ -67,7 +70,9 @@ _IDENT_WHEN = re.compile(r"\b(before|first|prior|until|unless|only after|cannot|
 _CONFIRM = re.compile(r"\b(explicit|express|written|verbal)\s+(confirmation|consent|approval|agreement)\b"
                       r"|\bconfirm\w*\b[^.]{0,60}\b(before|prior|first)\b|\b(before|prior to)\b[^.]{0,80}\bconfirm\w*\b"
                       r"|\b(ask|get|obtain|receive|have)\w*\b[^.]{0,40}\b(to confirm|confirmation|consent|agree\w*|a yes)\b"
-                      r"|\b(get|obtain|receive|wait for|hear)\b[^.]{0,30}\b(yes|go[- ]ahead|ok|okay)\b", re.I)
+                      r"|\b(get|obtain|receive|wait for|hear)\b[^.]{0,30}\b(yes|go[- ]ahead|ok|okay)\b"
+                      r"|\b(?:once|after|when)\s+(?:it is\s+|they are\s+|the user has\s+|the customer has\s+)?confirmed\b[^.]{0,20}"
+                      r"\b(?:call|run|use|invoke)\b", re.I)
 _TRANSFER = re.compile(r"\b(transfer\w*|escalat\w+|hand\s?(?:off|over)|route|connect)\b[^.]{0,40}\b(human|live|agent|"
                        r"representative|supervisor|specialist|manager|person)\b", re.I)
 _TIMES = re.compile(r"\b(?:only|just)\s+once\b|\bonce only\b|\bmore than once\b|\bno more than " + NUM + r" times\b"
@@ -118,11 +123,6 @@ _MONOTONE = re.compile(r"\b(?:can only (?:go up|increase|be increased|grow|rise)
                        r"|(?:is|are) never (?:decreased|reduced|lowered))\b", re.I)
 _CHANGE_ACTIVE = re.compile(r"\b(?:the\s+)?(?:number of\s+)?([a-z][\w\- ]{1,30}?)\s+(?:cannot|can ?not|may not|must not|never)\s+"
                             r"(?:change|changes)\b", re.I)
-_FILLED = re.compile(r"\b(?:never|not|only|must not|should not|cannot)\b[^.]{0,60}?\b(?:call|use|invoke|run)\w*\b[^.]{0,50}?"
-                     r"(?:\b(?:missing|empty|blank|placeholder|null|made[- ]up|invented|guessed|assumed|dummy|fake)\b"
-                     r"[^.]{0,40}?\b(?:values?|arguments?|parameters?|inputs?|data)\b"
-                     r"|\b(?:all|every)\s+(?:the\s+|of\s+the\s+)?required\s+(?:values?|arguments?|parameters?|inputs?|information|fields?))",
-                     re.I)
 _NEGATION = re.compile(r"\b(not|cannot|can't|never|no|nor|neither|except|excluding|other than|isn't|aren't|won't)\b", re.I)
 
 
@@ -131,7 +131,8 @@ _NEGATION = re.compile(r"\b(not|cannot|can't|never|no|nor|neither|except|excludi
 
 def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     text = st.text
-    targets = governed_tools(st, world) if not any_write(text) else []
+    named = [t for _, _, t in tool_mentions(text, world) if t.effect == "write"]  # "call the 'save_address' tool"
+    targets = named or (governed_tools(st, world) if not any_write(text) else [])
     writes = targets or world.writes
     names = [t.name for t in writes]
     if _TRANSFER.search(text):
@@ -139,7 +140,8 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         check = {"op": "transfer_when", "tools": [t.name for t in hand]}
         return [make_rule("conversation", text, check if hand else None, hand, "judged",
                       why=None if hand else "the tool set has no hand-off tool to transfer with")]
-    if ((_IDENT.search(text) and _IDENT_WHEN.search(text)) or _IDENT_BACK.search(text)) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
+    about_lookup = bool(named) and all(re.search(r"authenticat|verify|identif|login|log_in|sign_in", t.name) for t in named)
+    if not about_lookup and ((_IDENT.search(text) and _IDENT_WHEN.search(text)) or _IDENT_BACK.search(text)) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
                                                                             r"action|details|request)", text, re.I):
         via = [t.name for t in world.tools if t.kind == "lookup" or re.search(
             r"authenticat|verify|identif|login|log_in|sign_in", t.name)]
@@ -153,16 +155,6 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         return [make_rule("conversation", text, check if writes else None, writes, "judged",
                       why=None if writes else "the tool set has no write to guard")]
     return []
-
-
-def _filled(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
-    """"Never call a tool with missing, empty or placeholder values", "Only call a tool when you have all
-    required parameters": an ``arg_filled`` guard on the free-text required arguments of every tool
-    (:func:`autoforge.envs.policy_guards.free_text_required` picks them per tool when the rule is bound)."""
-    if not _FILLED.search(st.text):
-        return []
-    tools = [t for t in world.tools if t.kind not in ("handoff", "scratchpad", "calculator")]
-    return [make_rule("prohibition", st.text, {"op": "arg_filled", "args": "required"}, tools)]
 
 
 def _count_limit(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
@@ -487,7 +479,8 @@ def _prohibition(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
                 pairs.append((t, {"op": "arg_in", "arg": p, "values": named}))
     if pairs:
         out += by_tool("prohibition", text, pairs, "")
-    return out
+    return out or listed_values(text, world)
+
 
 
 def _status(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
@@ -585,7 +578,7 @@ def _table_row(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     return out
 
 
-FORMS = (_table_row, call_order, _filled, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
+FORMS = (_table_row, call_order, args_filled, arg_count, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
 
 
 def _plain(text: str) -> str:
@@ -602,7 +595,7 @@ def read_statement(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     out: list[ParsedRule] = []
     for form in FORMS:
         got = form(st, world)
-        if got and form in (_conversation, _table_row, call_order, _filled):
+        if got and form in (_conversation, _table_row, call_order, args_filled, arg_count):
             return got
         out += got
     # a form that bound beats one of the same statement that did not
@@ -632,10 +625,10 @@ def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, sche
         out.append(r)
     drop_conflicts(out)
     for r in out:
-        if r.enforcement == "not enforced" and not named_in(Statement(r.text, r.offset or 0), world):
-            r.why = OUTSIDE + ("it names no tool, argument, record field or status of this tool set; "
-                               + (r.why or ""))[:900]
+        if r.enforcement == "not enforced" and (why := outside_why(r, world)):
+            r.why = OUTSIDE + f"{why}; {r.why or ''}"[:900]
     return sorted(out, key=lambda r: r.offset or 0)
+
 
 
 PROSE_KINDS = ("count_limit", "time_window", "quantity_limit", "money", "cross_record", "prohibition")

@@ -2,14 +2,20 @@
 
 Policies name their tools and say in which order to use them, in two shapes:
 
+* **a write a read decides**: "If the employee already has access to the environment, the ticket can be
+  auto-resolved" (a read named in the if-clause, a write after it), "the ticket should be assigned to the
+  owner of the environment" (one write, and the read that gives its value, ``getEnvironmentOwner``):
+  ``call_before``, the read first (tools named by their words too:
+  :func:`autoforge.domain.policy_world.tools_named`).
 * **one statement** naming two tools with ``before`` / ``after`` / ``first ... then``: "Always check the
   latest policies with retrievePolicy() BEFORE calling checkEligibility()", "Run save_address only after
   lookup_customer", "First call get_owner, then assign_ticket". Read as a ``call_before`` check
   ``{"tools": [the later tool], "via": [the earlier]}``: a successful call to the later tool needs a
   successful call to the earlier one before it in the episode.
 * **a procedure**: a list item ``<name>: tool-a, tool-b, tool-c`` whose items are all tool names (a
-  table of required action sequences), or a numbered list whose items start with a tool's name
-  (``1. [Pull up Account] ...``, ``2. `verify_identity` ...``: a runbook). Read as a ``sequence`` check
+  table of required action sequences), a numbered list whose items start with a tool's name
+  (``1. [Pull up Account] ...``, ``2. `verify_identity` ...``: a runbook), or a JSON list of steps whose
+  steps name tools (a conversation state machine: each step's first tool, in the list's order). Read as a ``sequence`` check
   ``{"steps": [...]}``: an episode that calls every step (with success) calls them first in this order.
   Whether the user's request is the one the procedure is for is not known from the calls, so a missing
   step is not judged, only the order of the steps made.
@@ -27,8 +33,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from autoforge.domain.policy_text import Statement
-from autoforge.domain.policy_world import PolicyTool, PolicyWorld, make_rule, name_key, tool_mentions
+from autoforge.domain.policy_text import Statement, json_value
+from autoforge.domain.policy_world import PolicyTool, PolicyWorld, make_rule, name_key, tool_mentions, tools_named
 from autoforge.domain.rule_kinds import ParsedRule
 
 _BEFORE = re.compile(r"\b(before|prior to|ahead of|in advance of)\b", re.I)
@@ -43,7 +49,7 @@ def call_order(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     """A statement naming two tools and their order (``X before Y``, ``Y after X``, ``first X, then Y``)."""
     seen = tool_mentions(st.text, world)
     if len({t.name for _, _, t in seen}) < 2:
-        return []
+        return _read_decides(st, world)
     text = st.text
     first = last = None
     if (m := _BEFORE.search(text)) and any(e <= m.start() for _, e, _ in seen) and any(s >= m.end() for s, _, _ in seen):
@@ -55,9 +61,37 @@ def call_order(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     elif _FIRST_THEN.search(text):
         first, last = seen[0][2], next(t for _, _, t in seen if t.name != seen[0][2].name)
     if first is None or last is None or first.name == last.name:
-        return []
+        return _read_decides(st, world)
     check = {"op": "call_before", "tools": [last.name], "via": [first.name]}
     return [make_rule("procedure", text, check, [last], "judged")]
+
+
+_IF_CLAUSE = re.compile(r"\bif\b(?P<cond>[^,;]{3,160}?)(?:,|\bthen\b)(?P<rest>.*)$", re.I)
+_DECIDES = re.compile(r"\b(should|must|only|need|needs|required|can be|may be|if)\b", re.I)
+
+
+def _read_decides(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
+    """A write that a read decides: "If the employee already has access to the environment, the ticket can
+    be auto-resolved" (the read named in the if-clause, the write after it), "the ticket should be assigned
+    to the owner of the environment" (one write and the read that gives its value). ``call_before``: the
+    read comes first. Tools are named as :func:`autoforge.domain.policy_world.tools_named` finds them."""
+    text = st.text
+    if not _DECIDES.search(text):
+        return []
+    m = _IF_CLAUSE.search(text)
+    via = [t for t in tools_named(m.group("cond"), world) if t.effect == "read"] if m else []
+    if via:
+        writes = [t for t in tools_named(m.group("rest"), world) if t.effect == "write"]
+    else:  # no if-clause, or one that names no read ("If all the above are not true, then ..."): the rest
+        named = tools_named(m.group("rest") if m else text, world)
+        via = [t for t in named if t.effect == "read"]
+        writes = [t for t in named if t.effect == "write"]
+        # the write names the read's words too ("assigned to the owner of the environment"): the read gives its value
+        writes = writes if len(writes) == 1 and len(via) <= 2 else []
+    if not via or not writes:
+        return []
+    check = {"op": "call_before", "tools": [t.name for t in writes], "via": [t.name for t in via]}
+    return [make_rule("procedure", text, check, writes, "judged")]
 
 
 @dataclass
@@ -109,6 +143,28 @@ def procedures(text: str, world: PolicyWorld) -> list[Procedure]:
             if len(items) >= 2 and all(named):
                 out.append(Procedure(s[1:].strip(), start + line.find(s[1:].strip()), named))
     close()
+    return sorted(out + _json_steps(text, world), key=lambda p: p.offset)
+
+
+def _json_steps(text: str, world: PolicyWorld) -> list[Procedure]:
+    """A JSON list of steps (a conversation state machine: ``[{"id": ..., "instructions": [...]}, ...]``)
+    whose steps name tools: the first tool each step names, in the list's order (two or more)."""
+    out = []
+    for m in re.finditer(r"^\s*\[\s*$|^\s*\[\s*\{", text, re.M):
+        at = text.index("[", m.start())
+        got = json_value(text, at)
+        value = got[0] if got else None
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            continue
+        steps, names = [], []
+        for v in value:
+            prose = " ".join(str(x) for k, x in v.items() if k not in ("examples", "transitions", "id"))
+            seen = tool_mentions(prose, world)
+            if seen:
+                steps.append(seen[0][2])
+                names.append(str(v.get("id") or v.get("name") or seen[0][2].name))
+        if len(steps) >= 2:
+            out.append(Procedure("steps: " + ", ".join(names), at, steps))
     return out
 
 

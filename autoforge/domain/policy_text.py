@@ -41,7 +41,8 @@ _SENT = re.compile(r"(?<=[.!?;])[*_`]*\s+(?=[A-Z0-9\"'(*_`])")
 
 
 def statements(text: str) -> list[Statement]:
-    """The document's sentences, list items and table rows, in order, with offsets."""
+    """The document's sentences, list items and table rows, in order, with offsets. A JSON value (a
+    conversation state machine, a list of rules) gives its prose strings, not its sample phrases."""
     out: list[Statement] = []
     heading = ""
     in_code = False
@@ -68,10 +69,19 @@ def statements(text: str) -> list[Statement]:
             out.append(Statement(" ".join(part.split()), at if at >= 0 else start, heading))
         para.clear()
 
+    skip_to = 0  # the end of a JSON block read as statements
     for line in text.splitlines(keepends=True):
         start, raw = pos, line
         pos += len(line)
+        if start < skip_to:
+            continue
         s = raw.strip()
+        if not in_code and not in_comment and s and s[0] in "[{" and (block := _json_block(text, start + raw.find(s[0]))):
+            flush()
+            end, found = block
+            out += [Statement(" ".join(t.split()), at, heading) for at, t in found]
+            skip_to = end
+            continue
         if s.startswith("```") or s.startswith("~~~"):
             flush()
             in_code = not in_code
@@ -116,6 +126,111 @@ def statements(text: str) -> list[Statement]:
     for st in out:
         st.text = _EMPHASIS.sub(r"\2", st.text).strip()
     return [st for st in out if len(st.text) > 3]
+
+
+# keys of a JSON policy (a conversation state machine, a rule list) whose strings are no rules: sample
+# phrases the agent may say, ids and names, where to go next (a state machine's order of steps is read
+# as a procedure: autoforge.domain.policy_order)
+_JSON_SKIP = {"examples", "example", "samples", "sample", "sample_phrases", "phrases", "id", "name", "next_step",
+              "next", "title", "url", "type", "transitions"}
+
+
+def _balanced_end(text: str, at: int) -> int | None:
+    """The index after the bracket that closes the one at ``at`` (strings skipped); None when none does."""
+    depth, in_str, esc = 0, False, False
+    for i in range(at, min(len(text), at + 200_000)):
+        c = text[i]
+        if in_str:
+            esc, in_str = (not esc and c == "\\"), in_str and (esc or c != '"')
+            continue
+        if c == '"':
+            in_str = True
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return None
+
+
+def _loads(s: str):
+    """``json.loads`` with the trailing commas outside strings dropped; None when it still does not parse."""
+    import json
+
+    out, in_str, esc = [], False, False
+    for i, c in enumerate(s):
+        if in_str:
+            esc, in_str = (not esc and c == "\\"), in_str and (esc or c != '"')
+        elif c == '"':
+            in_str = True
+        elif c == "," and re.match(r"\s*[\]}]", s[i + 1:]):
+            continue
+        out.append(c)
+    try:
+        return json.loads("".join(out))
+    except ValueError:
+        return None
+
+
+def json_value(text: str, at: int) -> tuple[object, int] | None:
+    """The JSON value that starts at ``at`` and where it ends. Prompts' JSON is forgiven: trailing commas
+    (``[1, 2,]``), and in a list of objects, an object that does not parse (an unescaped quote) is left
+    out. None when no value starts there."""
+    import json
+
+    try:
+        return json.JSONDecoder().raw_decode(text, at)
+    except ValueError:
+        pass
+    end = _balanced_end(text, at)
+    if end is None:
+        return None
+    whole = _loads(text[at:end])
+    if whole is not None or text[at] != "[":
+        return (whole, end) if whole is not None else None
+    items, i = [], at + 1
+    while (k := text.find("{", i, end)) >= 0:
+        e = _balanced_end(text, k)
+        if e is None or e > end:
+            break
+        got = _loads(text[k:e])
+        if got is not None:
+            items.append(got)
+        i = e
+    return (items, end) if items else None
+
+
+def _json_block(text: str, at: int) -> tuple[int, list[tuple[int, str]]] | None:
+    """A JSON value starting at ``at`` (a conversation state machine, a list of rules): its end, and its
+    prose strings (three words or more, under keys other than :data:`_JSON_SKIP`) with their offsets;
+    None when no JSON value starts there, or it holds no prose."""
+    import json
+
+    got = json_value(text, at)
+    if got is None or not isinstance(got[0], (list, dict)):
+        return None
+    value, end = got
+    found: list[tuple[int, str]] = []
+    cursor = at
+
+    def walk(v, key: str = "") -> None:
+        nonlocal cursor
+        if key.lower() in _JSON_SKIP:
+            return
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, str(k))
+        elif isinstance(v, list):
+            for x in v:
+                walk(x, key)
+        elif isinstance(v, str) and len(v.split()) >= 3:
+            k = text.find(json.dumps(v, ensure_ascii=False)[1:41], cursor, end)
+            cursor = k if k >= 0 else cursor
+            found.append((k if k >= 0 else at, v))
+
+    walk(value)
+    return (end, found) if found else None
 
 
 def number(word: str) -> float | None:

@@ -248,19 +248,56 @@ def tool_mentions(text: str, world: PolicyWorld) -> list[tuple[int, int, PolicyT
     return out
 
 
+def tools_named(text: str, world: PolicyWorld) -> list[PolicyTool]:
+    """The tools ``text`` names: by exact name (:func:`tool_mentions`), then by every word of a name of two
+    words or more, a read verb aside ("the ticket can be auto-resolved" names ``autoResolveTicket``, "the
+    owner of the environment" ``getEnvironmentOwner``), each once."""
+    seen = tool_mentions(text, world)
+    out = {t.name: t for _, _, t in seen}
+    for a, b, _ in reversed(seen):  # an exact name's words name no other tool
+        text = text[:a] + " " + text[b:]
+    stems = {stem(nm.singular(w)) for w in words_of(text.replace("-", " ")) if w not in _ADJECTIVAL}
+    for t in world.tools:
+        ws = [w for w in nm.words(t.name) if w not in STOP and w not in nm.READ_VERBS]
+        if len(ws) >= 2 and all(_said(stem(nm.singular(w)), stems) for w in ws):
+            out.setdefault(t.name, t)
+    return list(out.values())
+
+
+# participles that read as adjectives ("the given scenarios", "a set date"): they name no action
+_ADJECTIVAL = {"given", "set", "fixed", "listed", "stated", "following", "above", "below"}
+
+
+def _said(word: str, stems: set[str]) -> bool:
+    """``word`` among ``stems``, or a word of five letters or more one typo away ("acesss" is "access")."""
+    if word in stems:
+        return True
+    return len(word) >= 5 and any(abs(len(w) - len(word)) <= 1 and _one_edit(word, w) for w in stems)
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if len(a) > len(b):
+        a, b = b, a
+    i = next((k for k in range(len(a)) if a[k] != b[k]), len(a))
+    return a[i + 1:] == b[i + 1:] if len(a) == len(b) else a[i:] == b[i + 1:]
+
+
 # a parameter or field with one of these names says nothing about what a sentence is about
 _GENERIC_NAMES = {"id", "name", "description", "details", "detail", "info", "data", "notes", "note", "text", "message",
                   "instructions", "content", "title", "type", "value", "values", "query", "input", "output", "body",
-                  "action", "days", "day", "hours", "hour", "minutes", "weeks", "months", "years", "date", "time"}
+                  "question", "answer", "response", "request", "comment", "feedback", "summary",
+                  "action", "status", "days", "day", "hours", "hour", "minutes", "weeks", "months", "years", "date", "time"}
 
 
 def named_in(st: Statement, world: PolicyWorld) -> list[str]:
-    """What a statement names of the tool set: its tools (by exact name), their arguments and the records'
-    fields (by their words: ``access_type`` is "access type"; a one-word name that says little, such as
+    """What a statement names of the tool set: its tools (by exact name, or by every word of a name of two
+    words or more, a read verb aside: "auto-resolved ... ticket" names ``autoResolveTicket``), their
+    arguments and the records' fields (by their words: ``access_type`` is "access type"; a one-word name that says little, such as
     ``name`` or ``type``, does not count) and status values (as ``tool x`` / ``field x`` / ``status x``).
     Empty: nothing a tool call carries or a record keeps, so no call or record could show whether the
     statement was kept: it is not mechanically checkable in this tool set."""
-    out = [f"tool {t.name}" for _, _, t in tool_mentions(st.text, world)]
+    out = [f"tool {t.name}" for t in tools_named(st.text, world)]
+    stems = {stem(nm.singular(w)) for w in words_of(st.text.replace("-", " "))}
     said = " " + " ".join(words_of(st.text)) + " "
     names = {p for t in world.tools for p in t.params} | {f.name for c in world.schema.collections for f in c.fields}
     for n in sorted(names):
@@ -269,5 +306,37 @@ def named_in(st: Statement, world: PolicyWorld) -> list[str]:
             continue
         if f" {' '.join(ws)} " in said or f" {' '.join(ws)}s " in said:
             out.append(f"field {n}")
-    out += [f"status {s}" for s in sorted(statuses_of(world)) if f" {' '.join(s.replace('_', ' ').split())} " in said]
+    for c in world.schema.collections:  # a status value, with the record that has it ("vacation ... approved")
+        if not ({stem(nm.singular(w)) for w in nm.words(c.entity) + nm.words(c.name)} & stems):
+            continue
+        for f in c.fields:
+            if f.name == "status" and f.enum:
+                out += [f"status {v}" for v in f.enum if f" {' '.join(str(v).lower().replace('_', ' ').split())} " in said]
     return list(dict.fromkeys(out))
+
+
+
+_PERMISSION = re.compile(r"^(?:you|we|agents?|the agent|customers?|users?|members?|employees?|guests?)\s+(?:can|may|are able to"
+                         r"|are allowed to|are welcome to)\b(?!.*\b(?:not|only|never|unless|must|cannot|no)\b)", re.I)
+_QUOTED = re.compile(r"^\s*[\"\u201c'][^\"\u201d]*[\"\u201d']?\W*$")
+_POSSIBILITY = re.compile(r"\b(?:may|might|could)\s+not\s+(?:remember|know|recall|have|be able|understand|want|need|see|receive"
+                          r"|find|like|notice|realize|apply)\b", re.I)
+_OBLIGATION = re.compile(r"\b(?:must|only|never|cannot|at most|at least|no more than|required?|always|do not|should)\b", re.I)
+_UNHELD = ("no argument or field holds", "no argument holds", "it names no write of this tool set")
+
+
+def outside_why(r: ParsedRule, world: PolicyWorld) -> str | None:
+    """Why no call or record of the tool set could show rule ``r`` kept or broken (None: one could): its
+    limit is on something no argument or field holds, it is a permission or a phrase to say, or it
+    names nothing of the tool set."""
+    if r.kind != "unparsed" and (r.why or "").startswith(_UNHELD):
+        return "what it limits is in no argument, field or write of this tool set"
+    if _PERMISSION.search(r.text):
+        return "a permission, not a limit"
+    if _QUOTED.match(r.text):
+        return "a phrase to say, not a limit"
+    if _POSSIBILITY.search(r.text) and not _OBLIGATION.search(r.text):
+        return "a possibility (\"may not remember\"), not a limit"
+    if not named_in(Statement(r.text, r.offset or 0), world):
+        return "it names no tool, argument, record field or status of this tool set"
+    return None

@@ -30,6 +30,8 @@ window        collection id_arg field days? hours?           since: NOW - record
                                                              after: NOW - record[field] < window
 arg_filled    args                                           an argument of ``args`` is blank or a placeholder
                                                              (``<name>``, ``[info]``, ``null``, ``N/A``, ``TBD`` ...)
+arg_count     args min                                       fewer than ``min`` of ``args`` are given (and
+                                                             not blank or a placeholder)
 owned         collection id_arg owner_field owner_arg        record[owner_field] != args[owner_arg]
 member        collection id_arg list_field item_arg          args[item_arg] is not in the record's list
 unchanged     collection id_arg field arg                    the argument differs from record[field]
@@ -50,13 +52,18 @@ from typing import Any
 from autoforge.envs.sandbox import NOW  # the clock every environment sees
 
 _NOW = datetime.fromisoformat(NOW)  # parsed once: guards run on every call
-OPS = ("status", "arg_limit", "arg_not", "arg_in", "arg_filled", "record_limit", "record_min", "count_limit", "window", "owned", "member",
+OPS = ("status", "arg_limit", "arg_not", "arg_in", "arg_filled", "arg_count", "record_limit", "record_min", "count_limit", "window", "owned", "member",
        "unchanged", "covers")
-RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in", "arg_filled"}
+RECORD_OPS = frozenset(OPS) - {"arg_limit", "arg_not", "arg_in", "arg_filled", "arg_count"}
 _MISSING = object()
 # a value a caller types when it has none: "", "<phone number>", "[required info]", "{id}", "null", "N/A", "TBD" ...
 _PLACEHOLDER = re.compile(r"\s*(?:<[^<>]*>|\[[^\[\]]*\]|\{[^{}]*\}|null|undefined|n/?a|unknown|tbd|todo|placeholder"
                           r"|x{3,}|\?+|\.{3}|string|your[ _-]\w+(?:[ _-]\w+)?|example(?:[ _-]\w+)?)?\s*", re.I)
+
+
+def _given(g: dict, args: dict) -> list[str]:
+    """The arguments of ``g["args"]`` the call gives a value (not None, empty or a placeholder)."""
+    return [a for a in g.get("args") or () if args.get(a) not in (None, "", [], {}) and not placeholder(args.get(a))]
 
 
 def placeholder(v: Any) -> bool:
@@ -144,6 +151,8 @@ def broken(g: dict, state: Any, args: dict) -> bool:
     op = g.get("op")
     if op == "arg_filled":
         return any(placeholder(args.get(a)) for a in g.get("args") or ())
+    if op == "arg_count":
+        return len(_given(g, args)) < float(g.get("min") or 0)
     if op in ("arg_limit", "arg_not", "arg_in"):
         v = args.get(g.get("arg"), _MISSING)
         if v is _MISSING or v is None:
@@ -289,6 +298,11 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         n = (hi if hi is not None else lo) if keep else (float(hi) + 1 if hi is not None else float(lo) - 1)
         n = int(n) if float(n).is_integer() else n
         args[g["arg"]] = _fill(v, int(n)) if isinstance(v, list) else n
+        return
+    if op == "arg_count":
+        if not keep:  # the call with one argument too few: the last ones given left out
+            for a in reversed(_given(g, args)[int(g.get("min") or 0) - 1:]):
+                args.pop(a, None)
         return
     if op == "arg_filled":
         first = next(iter(g.get("args") or ()), None)

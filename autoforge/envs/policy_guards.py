@@ -79,6 +79,7 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
     """The rules of each policy document, read by the LLM into the offline reader's records (public
     names throughout). A kind the registry does not know becomes ``unparsed``; the checks are validated
     by :func:`bind` and probed like the offline ones."""
+    from autoforge.domain.policy_order import drop_conflicts
     from autoforge.domain.rule_kinds import RULE_KINDS
     from autoforge.envs import prompts
 
@@ -93,6 +94,7 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
             out.append(ParsedRule(kind, r.text, None, [], r.enforcement if r.check is not None else "not enforced",
                                   source=doc.source, offset=at if at >= 0 else None, tools=list(r.tools),
                                   check=r.check, why=r.why or (None if r.check is not None else "the LLM gave no check")))
+    drop_conflicts(out)  # procedures an episode could not all keep, as the offline reader drops them
     return out
 
 
@@ -100,7 +102,7 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
 
 JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when", "call_before", "sequence")
 _KEYS = {"status": ("collection", "id_arg"), "arg_limit": ("arg",), "arg_not": ("arg", "values"),
-         "arg_in": ("arg", "values"), "arg_filled": ("args",), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
+         "arg_in": ("arg", "values"), "arg_filled": ("args",), "arg_count": ("args", "min"), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
          "count_limit": ("collection", "id_arg", "counter", "max"), "window": ("collection", "id_arg", "field"),
          "owned": ("collection", "id_arg", "owner_field", "owner_arg"),
          "member": ("collection", "id_arg", "list_field", "item_arg"),
@@ -131,7 +133,7 @@ def check_problem(check: Any, params: list[str], schema: StateSchema, enforcemen
     for k in ARG_KEYS:
         if check.get(k) is not None and check[k] not in params:
             return f"{k} {check[k]!r} is no argument of the tool (its arguments: {', '.join(params) or 'none'})"
-    if op == "arg_filled" and (not isinstance(check["args"], list) or not set(check["args"]) <= set(params)):
+    if op in ("arg_filled", "arg_count") and (not isinstance(check["args"], list) or not set(check["args"]) <= set(params)):
         return f"args must list arguments of the tool (its arguments: {', '.join(params) or 'none'})"
     w = check.get("when")
     if w is not None:
@@ -168,9 +170,10 @@ def bind(rules: list[ParsedRule], cspecs: list[ToolSpec], specs: list[ToolSpec],
                     continue
                 names = public_args[t]
                 check = copy.deepcopy(r.check)
-                if check.get("op") == "arg_filled" and check.get("args") == "required":
-                    check["args"] = free_text_required(next(c for c in cspecs if c.name == t))
-                    if not check["args"]:
+                if check.get("args") in ("required", "all"):  # arg_filled: the free-text required ones; arg_count: all
+                    spec = next(c for c in cspecs if c.name == t)
+                    check["args"] = free_text_required(spec) if check["args"] == "required" else list(props(spec.parameters))
+                    if len(check["args"]) < max(1, int(check.get("min") or 1)):
                         continue
                     check["args"] = [names[a] for a in check["args"] if a in names]
                 missing = [check[k] for k in ARG_KEYS if isinstance(check.get(k), str) and check[k] not in names]

@@ -125,13 +125,15 @@ def policy_rules(toolset: str, tools: list[Any], schema: Any, policy: str) -> li
     system = (
         "You read the business policy of a tool-using service and list every rule it states, one record per "
         "rule: `kind` (source_status, time_window, cross_record, quantity_limit, count_limit, money, "
-        "prohibition, conversation, or unparsed), `text` (the sentence, verbatim), `tools` (the names of the "
+        "prohibition, conversation, procedure, or unparsed), `text` (the sentence, verbatim), `tools` (the names of the "
         "tools it governs), `enforcement` (runtime: a tool call can break it and `check` says how; judged: a "
         "conversation rule; not enforced: give `why`), and `check`. A runtime check is one of these forms, "
         "with `op` and its keys; `collection` and `field` name the state schema's collections and fields, "
         "`id_arg`, `arg`, `owner_arg` and `item_arg` name the tool's arguments:\n" + _guard_forms() + "\n"
         "A judged check is {\"op\": \"identify_first\", \"tools\": [writes], \"via\": [lookup tools]} or "
-        "{\"op\": \"confirm_first\", \"tools\": [writes]}. List rules you cannot express as "
+        "{\"op\": \"confirm_first\", \"tools\": [writes]}, or, for a procedure (the order tools must be called "
+        "in), {\"op\": \"call_before\", \"tools\": [later tools], \"via\": [tools one of which must come first]} or "
+        "{\"op\": \"sequence\", \"steps\": [tools in their required order], \"tools\": [the same]}. List rules you cannot express as "
         "`not enforced` with `why`; never drop one. Every check is validated against the tools and the "
         "schema and probed in a sandbox: a call that breaks it must be refused, one that keeps it must succeed."
     )
