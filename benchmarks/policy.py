@@ -22,10 +22,13 @@ first table gives, from ``v_rule_coverage`` / ``v_rule_summary``:
   ``checkable enforced``: of those, enforced (runtime with a probe that did not fail, or judged), and the share;
 * ``tool rules``: the rules of the tools' own prose, and how many are enforced (code, runtime, judged);
 * ``verified``, ``tasks/rule`` (mean verified tasks exercising an enforced policy rule, from
-  ``tasks.rules``), ``boundary`` (verified tasks of kind ``boundary``);
+  ``tasks.rules``), ``boundary`` (verified tasks of kind ``boundary``), and the mean reward on them of
+  the oracle (must be 1.00), an agent that does nothing (0.00) and one that does what the user asked
+  (0.00), offline user (``boundary_play``);
 * ``gold breaks``: verified tasks whose gold calls, replayed from their initial state in an
   Environment built from the tool_code rows (their guards included), have a call refused with a
-  rule id (must be 0).
+  rule id, or break a judged rule by their order (identify first, the procedure rules:
+  ``tasks.rules.gold_breaks``) (must be 0).
 
 The second table lists every rule not enforced, with why, per tool set, the checkable ones first: where
 it was read (the policy, at a character offset, or a tool's prose), its kind, whether it is checkable,
@@ -99,6 +102,7 @@ def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
     row["tasks_per_rule"] = round(sum(r["tasks_exercising"] for r in enforced) / len(enforced), 1) if enforced else None
     row["verified"] = read_sql(wh, "SELECT count(*) AS n FROM tasks WHERE status = 'verified'")[0]["n"]
     row["boundary"] = read_sql(wh, "SELECT count(*) AS n FROM tasks WHERE status = 'verified' AND kind = 'boundary'")[0]["n"]
+    row["boundary_play"] = boundary_play(wh)
     breaks = gold_breaks(wh)
     row["gold_breaks"] = len({b["task_id"] for b in breaks})
     texts = {r["rule_id"]: r["text"] for r in rules}
@@ -109,6 +113,53 @@ def _measure(folder: Path, tasks_per_env: int, seed: int, wh: str) -> dict:
                            for r in sorted(rules, key=lambda r: not r.get("checkable", True))
                            if r["enforcement"] == "not enforced"]
     return row
+
+
+def boundary_play(wh: str) -> dict[str, float] | None:
+    """Mean reward on the verified boundary tasks of three agents, offline user: the oracle (the gold reads,
+    then says why; must be 1.0), one that does nothing and says it is done (0.0), and one that does what
+    the user asked, the forbidden write (0.0: the rule engine refuses it, a rule break). None: no boundary task."""
+    from autoforge.pipeline.corpus import judged_rules, records
+    from autoforge.rollout.agents import OracleAgent
+    from autoforge.rollout.batch import play_episodes
+    from autoforge.rollout.engine import AgentTurn
+    from autoforge.rollout.users import OfflineUser
+    from autoforge.types import Task, TaskDag, ToolCode
+
+    tasks = [t for t in records(wh, Task) if t.status == "verified" and t.kind == "boundary"]
+    if not tasks:
+        return None
+
+    class Idle:
+        name = "idle"
+
+        def reset(self, ctx):
+            pass
+
+        def act(self, messages):
+            return AgentTurn(content="All done: I have completed your request.")
+
+    class Comply(OracleAgent):  # the oracle, but it makes the write the user asked for
+        name = "comply"
+
+        def reset(self, ctx):
+            super().reset(ctx)
+            self.refuse = None
+
+    dags = {d.dag_id: d for d in records(wh, TaskDag)}
+    tools: dict[str, list] = {}
+    for t in records(wh, ToolCode):
+        if t.status == "accepted":
+            tools.setdefault(t.env_id, []).append(t)
+    envs = {t.env_id for t in tasks}
+    judged = judged_rules(wh, envs)
+    out = {}
+    for name, agent in (("oracle", OracleAgent), ("idle", Idle), ("comply", Comply)):
+        eps = play_episodes(tasks, dags, {e: tools.get(e, []) for e in envs}, agent_factory=agent,
+                            user_factory=lambda t, p, s: OfflineUser(t, p, seed=s), agent_name=name, user_name="offline",
+                            rules_by_env=judged, concurrency=2).episodes
+        out[name] = round(sum(e.reward or 0.0 for e in eps) / len(eps), 2)
+    return out
 
 
 def gold_breaks(wh: str) -> list[dict]:
@@ -124,6 +175,10 @@ def gold_breaks(wh: str) -> list[dict]:
     for t in records(wh, ToolCode):
         if t.status == "accepted":
             tools.setdefault(t.env_id, []).append(t)
+    from autoforge.pipeline.corpus import judged_rules
+    from autoforge.tasks.rules import gold_breaks as judged_breaks
+
+    judged = judged_rules(wh, {t.env_id for t in tasks})
     out = []
     for env_id in sorted({t.env_id for t in tasks}):
         with Environment(tools.get(env_id, []), env_id=env_id) as env:
@@ -134,6 +189,9 @@ def gold_breaks(wh: str) -> list[dict]:
                     if obs.rule_id:
                         out.append({"task_id": task.task_id, "call": i, "tool": call.name, "rule_id": obs.rule_id})
                         break
+                else:  # the judged rules the gold calls break by their order (identify first, procedures)
+                    out += [{"task_id": task.task_id, "call": None, "tool": None, "rule_id": rid}
+                            for rid, _ in judged_breaks(task.gold_calls, judged.get(env_id))[:1]]
     return out
 
 
@@ -158,7 +216,8 @@ def _md(header: list[str], lines: list[list], right: int = 1) -> str:
 
 
 SUMMARY = ["tool set", "policy docs", "policy rules (by kind)", "read", "enforced (runtime / judged)", "probe ok (of runtime)",
-           "checkable", "checkable enforced", "tool rules (enforced)", "verified", "tasks/rule", "boundary", "gold breaks", "s"]
+           "checkable", "checkable enforced", "tool rules (enforced)", "verified", "tasks/rule", "boundary",
+           "boundary oracle / idle / comply", "gold breaks", "s"]
 
 
 def summary_line(r: dict) -> list:
@@ -167,6 +226,7 @@ def summary_line(r: dict) -> list:
             f"{r['probe_passed']}/{r['runtime']}" + (f" ({r['probe_failed']} failed)" if r["probe_failed"] else ""),
             r["checkable"], f"{r['checkable_enforced']} ({_pct(r['checkable_enforced'], r['checkable'])})",
             f"{r['tool_rules']} ({r['tool_rules_enforced']})", r["verified"], r["tasks_per_rule"], r["boundary"],
+            " / ".join(f"{v:.2f}" for v in r["boundary_play"].values()) if r.get("boundary_play") else "-",
             r["gold_breaks"], r["seconds"]]
 
 

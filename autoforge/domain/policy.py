@@ -42,7 +42,7 @@ from typing import Any
 
 from autoforge.domain import words as nm
 from autoforge.domain.policy_args import arg_count, args_filled, listed_values
-from autoforge.domain.policy_order import call_order, drop_conflicts, procedure_rules
+from autoforge.domain.policy_order import call_order, drop_conflicts, procedure_rules, read_decides
 from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, verb_span_free, words_of
 from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
                                            params_named, phrase_of, policy_world, make_rule, governed_tools, outside_why,
@@ -601,7 +601,7 @@ def read_statement(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     # a form that bound beats one of the same statement that did not
     if any(r.enforcement != "not enforced" for r in out):
         out = [r for r in out if r.enforcement != "not enforced"]
-    return out
+    return out or read_decides(st, world)
 
 
 # --------------------------------------------------------------------------- entry points

@@ -1,12 +1,7 @@
 """Procedure rules: the order a policy says tools must be called in (kind ``procedure``, judged).
 
-Policies name their tools and say in which order to use them, in two shapes:
+Policies name their tools and say in which order to use them, in these shapes:
 
-* **a write a read decides**: "If the employee already has access to the environment, the ticket can be
-  auto-resolved" (a read named in the if-clause, a write after it), "the ticket should be assigned to the
-  owner of the environment" (one write, and the read that gives its value, ``getEnvironmentOwner``):
-  ``call_before``, the read first (tools named by their words too:
-  :func:`autoforge.domain.policy_world.tools_named`).
 * **one statement** naming two tools with ``before`` / ``after`` / ``first ... then``: "Always check the
   latest policies with retrievePolicy() BEFORE calling checkEligibility()", "Run save_address only after
   lookup_customer", "First call get_owner, then assign_ticket". Read as a ``call_before`` check
@@ -14,14 +9,20 @@ Policies name their tools and say in which order to use them, in two shapes:
   successful call to the earlier one before it in the episode.
 * **a procedure**: a list item ``<name>: tool-a, tool-b, tool-c`` whose items are all tool names (a
   table of required action sequences), a numbered list whose items start with a tool's name
-  (``1. [Pull up Account] ...``, ``2. `verify_identity` ...``: a runbook), or a JSON list of steps whose
-  steps name tools (a conversation state machine: each step's first tool, in the list's order). Read as a ``sequence`` check
-  ``{"steps": [...]}``: an episode that calls every step (with success) calls them first in this order.
-  Whether the user's request is the one the procedure is for is not known from the calls, so a missing
-  step is not judged, only the order of the steps made.
+  (``1. [Pull up Account] ...``, ``2. `verify_identity` ...``: a runbook), or a JSON list of steps that
+  name tools (a conversation state machine: each step's first tool, in the list's order). Read as a
+  ``sequence`` check ``{"steps": [...]}``: an episode that calls every step (with success) calls them
+  first in this order. Whether the user's request is the one the procedure is for is not known from the
+  calls, so a missing step is not judged, only the order of the steps made.
+* **a write a read decides** (tried last, on a statement no other form reads): "If the employee already
+  has access to the environment, the ticket can be auto-resolved" (a read named in the if-clause, a
+  write after it), "the ticket should be assigned to the owner of the environment" (one write, and the
+  read that gives its value, ``getEnvironmentOwner``): ``call_before``, the read first.
 
-A tool is named (:func:`autoforge.domain.policy_world.tool_mentions`) by its exact name in the text (``retrievePolicy()``, ``pull-up-account``,
-``save_or_update_address``), or by its name's words in brackets or backticks (``[Pull up Account]``).
+A tool is named (:func:`autoforge.domain.policy_world.tool_mentions`) by its exact name in the text
+(``retrievePolicy()``, ``pull-up-account``, ``save_or_update_address``), or by its name's words in
+brackets or backticks (``[Pull up Account]``); the last shape also by every word of its name
+(:func:`autoforge.domain.policy_world.tools_named`).
 Two procedure rules that an episode could not both keep (the same steps in another order; a procedure
 whose steps a longer one orders differently; ``a before b`` and ``b before a``) are both listed ``not
 enforced`` with why. Judged by :mod:`autoforge.rollout.rule_judge`; a gold trajectory that breaks one is
@@ -49,7 +50,7 @@ def call_order(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     """A statement naming two tools and their order (``X before Y``, ``Y after X``, ``first X, then Y``)."""
     seen = tool_mentions(st.text, world)
     if len({t.name for _, _, t in seen}) < 2:
-        return _read_decides(st, world)
+        return []
     text = st.text
     first = last = None
     if (m := _BEFORE.search(text)) and any(e <= m.start() for _, e, _ in seen) and any(s >= m.end() for s, _, _ in seen):
@@ -61,7 +62,7 @@ def call_order(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     elif _FIRST_THEN.search(text):
         first, last = seen[0][2], next(t for _, _, t in seen if t.name != seen[0][2].name)
     if first is None or last is None or first.name == last.name:
-        return _read_decides(st, world)
+        return []
     check = {"op": "call_before", "tools": [last.name], "via": [first.name]}
     return [make_rule("procedure", text, check, [last], "judged")]
 
@@ -70,11 +71,12 @@ _IF_CLAUSE = re.compile(r"\bif\b(?P<cond>[^,;]{3,160}?)(?:,|\bthen\b)(?P<rest>.*
 _DECIDES = re.compile(r"\b(should|must|only|need|needs|required|can be|may be|if)\b", re.I)
 
 
-def _read_decides(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
-    """A write that a read decides: "If the employee already has access to the environment, the ticket can
-    be auto-resolved" (the read named in the if-clause, the write after it), "the ticket should be assigned
-    to the owner of the environment" (one write and the read that gives its value). ``call_before``: the
-    read comes first. Tools are named as :func:`autoforge.domain.policy_world.tools_named` finds them."""
+def read_decides(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
+    """A write that a read decides (tried last, on a statement no other form reads): "If the employee
+    already has access to the environment, the ticket can be auto-resolved" (the read named in the
+    if-clause, the write after it), "the ticket should be assigned to the owner of the environment" (one
+    write and the read that gives its value). ``call_before``: the read comes first. Tools are named as
+    :func:`autoforge.domain.policy_world.tools_named` finds them."""
     text = st.text
     if not _DECIDES.search(text):
         return []
@@ -102,8 +104,8 @@ class Procedure:
 
 
 def procedures(text: str, world: PolicyWorld) -> list[Procedure]:
-    """The procedures of a document: ``name: tool, tool, ...`` items, and numbered lists whose items start
-    with a tool's name (two steps or more), in document order."""
+    """The procedures of a document: ``name: tool, tool, ...`` items, numbered lists whose items start
+    with a tool's name, and JSON lists of steps that name tools (two steps or more), in document order."""
     out: list[Procedure] = []
     heading, run, pos, in_code = "", [], 0, False
 
