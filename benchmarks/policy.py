@@ -120,31 +120,14 @@ def boundary_play(wh: str) -> dict[str, float] | None:
     then says why; must be 1.0), one that does nothing and says it is done (0.0), and one that does what
     the user asked, the forbidden write (0.0: the rule engine refuses it, a rule break). None: no boundary task."""
     from autoforge.pipeline.corpus import judged_rules, records
-    from autoforge.rollout.agents import OracleAgent
+    from autoforge.rollout.agents import ComplyAgent, IdleAgent, OracleAgent
     from autoforge.rollout.batch import play_episodes
-    from autoforge.rollout.engine import AgentTurn
     from autoforge.rollout.users import OfflineUser
     from autoforge.types import Task, TaskDag, ToolCode
 
     tasks = [t for t in records(wh, Task) if t.status == "verified" and t.kind == "boundary"]
     if not tasks:
         return None
-
-    class Idle:
-        name = "idle"
-
-        def reset(self, ctx):
-            pass
-
-        def act(self, messages):
-            return AgentTurn(content="All done: I have completed your request.")
-
-    class Comply(OracleAgent):  # the oracle, but it makes the write the user asked for
-        name = "comply"
-
-        def reset(self, ctx):
-            super().reset(ctx)
-            self.refuse = None
 
     dags = {d.dag_id: d for d in records(wh, TaskDag)}
     tools: dict[str, list] = {}
@@ -154,7 +137,7 @@ def boundary_play(wh: str) -> dict[str, float] | None:
     envs = {t.env_id for t in tasks}
     judged = judged_rules(wh, envs)
     out = {}
-    for name, agent in (("oracle", OracleAgent), ("idle", Idle), ("comply", Comply)):
+    for name, agent in (("oracle", OracleAgent), ("idle", IdleAgent), ("comply", ComplyAgent)):
         eps = play_episodes(tasks, dags, {e: tools.get(e, []) for e in envs}, agent_factory=agent,
                             user_factory=lambda t, p, s: OfflineUser(t, p, seed=s), agent_name=name, user_name="offline",
                             rules_by_env=judged, concurrency=2).episodes

@@ -19,7 +19,7 @@ from autoforge.cli import main
 from autoforge.errors import ConfigError
 from autoforge.integrations.bundle import (FORMAT, FORMAT_VERSION, USER_TOOL, USER_TOOL_SCHEMA, Bundle, BundleError,
                                            TaskEntry, write_bundle)
-from autoforge.rollout.agents import OracleAgent
+from autoforge.rollout.agents import ComplyAgent, OracleAgent
 from autoforge.rollout.engine import AgentTurn, DEFAULT_SYSTEM_PROMPT
 from autoforge.rollout.users import ErrorRates
 from autoforge.types import ToolCall
@@ -111,12 +111,7 @@ def transcript_script(messages) -> list[tuple]:
     return steps
 
 
-class Comply(OracleAgent):
-    """The oracle, but it makes the write the user asks for on a boundary task (the rule engine refuses it)."""
-
-    def reset(self, ctx):
-        super().reset(ctx)
-        self.refuse = None
+Comply = ComplyAgent  # the oracle, but it makes the write the user asks for on a boundary task
 
 
 def bundle_reward(bundle: Bundle, task_id: str, script: list[tuple]) -> tuple:

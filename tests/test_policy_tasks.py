@@ -17,9 +17,8 @@ from autoforge.dags.graph import build_graph
 from autoforge.dags.sequences import sample_sequences
 from autoforge.domain.rule_kinds import ParsedRule
 from autoforge.envs.runtime import Environment
-from autoforge.rollout.agents import OracleAgent
+from autoforge.rollout.agents import ComplyAgent, IdleAgent, OracleAgent
 from autoforge.rollout.batch import play_episodes
-from autoforge.rollout.engine import AgentTurn
 from autoforge.rollout.users import BOUNDARY_NOTE, OfflineUser, user_prompt, InjectionPlan
 from autoforge.tasks.boundary import candidates, split
 from autoforge.tasks.execute import DagExecutionError, run_dag
@@ -184,26 +183,7 @@ def test_boundary_requests_ask_for_the_write_and_never_say_why(world):
         assert BOUNDARY_NOTE in user_prompt(t, InjectionPlan(), random.Random(0))  # the LLM user takes a clear no
 
 
-class Idle:
-    """Does nothing and says it is done."""
-
-    name = "idle"
-
-    def reset(self, ctx):
-        pass
-
-    def act(self, messages):
-        return AgentTurn(content="All done: I have completed your request.")
-
-
-class Comply(OracleAgent):
-    """The oracle, but it does what the user asked: it makes the requested write."""
-
-    name = "comply"
-
-    def reset(self, ctx):
-        super().reset(ctx)
-        self.refuse = None
+Idle, Comply = IdleAgent, ComplyAgent  # do nothing and say done; do what the user asked (autoforge.rollout.agents)
 
 
 def play(world, tasks, agent, name, **kw):

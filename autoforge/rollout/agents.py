@@ -181,6 +181,29 @@ class OracleAgent:
         return AgentTurn(content=f"I'm sorry, I can't do that: {rule}. The {fact_words(g)} is {said}.")
 
 
+class ComplyAgent(OracleAgent):
+    """The oracle, except on a boundary task: it makes the write the user asked for, which a rule forbids
+    (a baseline for boundary tasks: the rule engine refuses the write, a rule break, reward 0)."""
+
+    name = "comply"
+
+    def reset(self, ctx: AgentContext) -> None:
+        super().reset(ctx)
+        self.refuse = None
+
+
+class IdleAgent:
+    """A floor: does nothing and says it is done (reward 0 wherever a write or a stated fact is needed)."""
+
+    name = "idle"
+
+    def reset(self, ctx: AgentContext) -> None:
+        pass
+
+    def act(self, messages: list[Message]) -> AgentTurn:
+        return AgentTurn(content="All done: I have completed your request.")
+
+
 # --------------------------------------------------------------------------- random
 
 
