@@ -225,3 +225,62 @@ def test_tools_are_named_by_their_words_a_typo_and_an_adjective_aside(hotel):
     from autoforge.domain.policy_world import _said
     assert _said("access", {"acess"}) and not _said("book", {"boo"})  # a long word one letter off ("acesss" stems to acess)
     assert names("for the given booking") == [] and names("cancel") == []
+
+
+# --------------------------------------------------------------------------- tool-calling protocol
+
+
+@pytest.mark.parametrize("sentence, op", [
+    ("Only make one tool call at a time.", "one_call_per_turn"),
+    ("Never call several tools at once.", "one_call_per_turn"),
+    ("If you make a tool call, you should not respond to the user at the same time.", "silent_call"),
+    ("If you're going to call a function, ALWAYS let the user know what you're about to do BEFORE calling it.",
+     "announce_call"),
+])
+def test_protocol_sentences_bind_every_tool(hotel, sentence, op):
+    (r,) = _read(hotel, sentence)
+    assert (r.kind, r.enforcement, r.check["op"]) == ("conversation", "judged", op)
+    assert len(r.tools) == len(hotel[2])  # every tool of the set
+
+
+def test_announcing_and_staying_silent_cannot_both_hold(hotel):
+    rules = _read(hotel, "If you make a tool call, do not respond to the user at the same time.\n\n"
+                         "Before calling a tool, always tell the user what it does.\n")
+    by = {r.text[:6]: r for r in rules}
+    assert by["If you"].enforcement == "judged"
+    assert by["Before"].enforcement == "not enforced" and "not to write to the user" in by["Before"].why
+
+
+def test_the_judge_reads_the_protocol_off_the_agent_messages():
+    from autoforge.types import Message
+
+    one = {"op": "one_call_per_turn", "rule_id": "R_one", "tools": ["a", "b"]}
+    silent = {"op": "silent_call", "rule_id": "R_silent", "tools": ["a", "b"]}
+    announce = {"op": "announce_call", "rule_id": "R_say", "tools": ["a", "b"]}
+    two = Transcript()
+    two.messages.append(Message(role="assistant", content="", tool_calls=[ToolCall(name="a", id="x1"),
+                                                                           ToolCall(name="b", id="x2")]))
+    assert flagged(two, one, silent, announce) == ["R_one", "R_say"]
+    chatty = Transcript()
+    chatty.messages.append(Message(role="assistant", content="Let me look.", tool_calls=[ToolCall(name="a", id="x1")]))
+    chatty.messages.append(Message(role="assistant", content="", tool_calls=[ToolCall(name="b", id="x2")]))
+    assert flagged(chatty, one, silent, announce) == ["R_silent"]  # announced once this turn: the second call is fine
+
+
+def test_the_oracle_keeps_the_protocol_and_an_agent_that_does_not_scores_0():
+    from test_rollout_support import make_tools, tasks_and_dags
+    from test_rule_judge import play
+
+    from autoforge.rollout.agents import OracleAgent
+
+    tasks, dags = tasks_and_dags()
+    task = next(t for t in tasks if t.task_id == "task_cancel")  # cancel an order: a lookup, then the cancel
+    dag, every = dags[task.dag_id], [t.name for t in make_tools()]
+    rules = [{"op": op, "rule_id": f"R_{op}", "tools": every} for op in ("one_call_per_turn", "announce_call")]
+    ep = play(task, dag, OracleAgent(), rules)
+    assert ep.reward == 1.0 and ep.rule_breaks == []
+    assert all(m.content.startswith("Next I will use") for m in ep.messages if m.role == "assistant" and m.tool_calls)
+    silent = [{"op": "silent_call", "rule_id": "R_silent", "tools": every}]
+    assert play(task, dag, OracleAgent(), silent).rule_breaks == []
+    loud = play(task, dag, OracleAgent(), silent + rules[1:])  # the oracle announces: it breaks silent_call
+    assert loud.rule_breaks == ["R_silent"] and loud.reward == 0.0

@@ -43,6 +43,7 @@ from typing import Any
 from autoforge.domain import words as nm
 from autoforge.domain.policy_args import arg_count, args_filled, listed_values
 from autoforge.domain.policy_order import call_order, drop_conflicts, procedure_rules, read_decides
+from autoforge.domain.policy_protocol import drop_protocol_conflicts, protocol_rule
 from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, verb_span_free, words_of
 from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
                                            params_named, phrase_of, policy_world, make_rule, governed_tools, outside_why,
@@ -578,7 +579,7 @@ def _table_row(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     return out
 
 
-FORMS = (_table_row, call_order, args_filled, arg_count, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
+FORMS = (_table_row, call_order, args_filled, arg_count, protocol_rule, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
 
 
 def _plain(text: str) -> str:
@@ -595,7 +596,7 @@ def read_statement(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     out: list[ParsedRule] = []
     for form in FORMS:
         got = form(st, world)
-        if got and form in (_conversation, _table_row, call_order, args_filled, arg_count):
+        if got and form in (_conversation, _table_row, call_order, args_filled, arg_count, protocol_rule):
             return got
         out += got
     # a form that bound beats one of the same statement that did not
@@ -624,6 +625,7 @@ def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, sche
         r.source, r.offset = source, offset
         out.append(r)
     drop_conflicts(out)
+    drop_protocol_conflicts(out)
     for r in out:
         if r.enforcement == "not enforced" and (why := outside_why(r, world)):
             r.why = OUTSIDE + f"{why}; {r.why or ''}"[:900]

@@ -100,7 +100,8 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
 
 # --------------------------------------------------------------------------- validation
 
-JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when", "call_before", "sequence")
+JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when", "call_before", "sequence", "one_call_per_turn",
+              "silent_call", "announce_call")
 _KEYS = {"status": ("collection", "id_arg"), "arg_limit": ("arg",), "arg_not": ("arg", "values"),
          "arg_in": ("arg", "values"), "arg_filled": ("args",), "arg_count": ("args", "min"), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
          "count_limit": ("collection", "id_arg", "counter", "max"), "window": ("collection", "id_arg", "field"),

@@ -69,6 +69,7 @@ class OracleAgent:
         self.confirming: str | None = None  # the node a confirmation was asked for
         self.confirm_asks: dict[str, int] = {}  # node -> confirmations asked for it
         self.replied = False  # the user has answered the agent at least once
+        self.announce = any(r.get("op") == "announce_call" for r in self.rules)
         self.refuse: str | None = None
         if ctx.kind == "boundary":
             from autoforge.tasks.boundary import split
@@ -149,7 +150,8 @@ class OracleAgent:
             call = ToolCall(name=node.tool, arguments=args)
             self.pending = node
             self.calls.append(call)
-            return AgentTurn(tool_calls=[call])
+            # one call per message and no text with it, unless a rule asks to announce a call (policy_protocol)
+            return AgentTurn(content=f"Next I will use {node.tool}." if self.announce else "", tool_calls=[call])
         answer = getattr(self.dag, "answer", None)
         if answer is not None and answer.node in self.outputs:  # an answer task: say what the last read gave
             from autoforge.tasks.answers import answer_value

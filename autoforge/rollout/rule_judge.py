@@ -24,6 +24,9 @@ An episode breaks a rule when
   * ``call_before`` ``{"tools", "via"}`` and ``sequence`` ``{"steps"}`` (procedure rules,
     :mod:`autoforge.domain.policy_order`): judged on the order of the successful calls alone
     (:func:`autoforge.tasks.rules.order_breaks`).
+  * ``one_call_per_turn``, ``silent_call``, ``announce_call`` (how tools are called at all,
+    :mod:`autoforge.domain.policy_protocol`): judged on the agent's messages
+    (:func:`autoforge.domain.policy_protocol.protocol_breaks`); a failed call counts too.
   * ``transfer_when``: not judged offline (listed, never flagged).
 
 Each rule is reported once, in the order its first break happened. :func:`episode_rule_breaks` is
@@ -61,14 +64,16 @@ def refused_in(messages: list[Message]) -> list[str]:
 def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[tuple[str, str]]:
     """``(rule_id, why)`` of each judged rule (``identify_first``, ``confirm_first``, ``call_before``,
     ``sequence``) the transcript breaks."""
+    from autoforge.domain.policy_protocol import PROTOCOL_OPS, protocol_breaks
     from autoforge.tasks.rules import order_breaks
 
     checks = [c for c in checks or () if c.get("op") in ("identify_first", "confirm_first", "call_before", "sequence")
-              and c.get("rule_id")]
+              + PROTOCOL_OPS and c.get("rule_id")]
     if not checks:
         return []
     order = [c for c in checks if c["op"] in ("call_before", "sequence")]
-    checks = [c for c in checks if c not in order]
+    protocol = [c for c in checks if c["op"] in PROTOCOL_OPS]
+    checks = [c for c in checks if c not in order and c not in protocol]
     results = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
     first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
     done: set[str] = set()  # tools called with success so far
@@ -106,6 +111,8 @@ def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[
             done.add(tc.name)
             made.append(tc.name)
     for rid, why in order_breaks(made, order):
+        out.setdefault(rid, why)
+    for rid, why in protocol_breaks(messages, protocol).items():
         out.setdefault(rid, why)
     return list(out.items())
 

@@ -22,7 +22,8 @@ from autoforge.types import ToolCall, ToolCode, ToolRule
 
 # the judged ops the rule judge checks (transfer_when: not yet); call_before and sequence: procedure rules
 # (autoforge.domain.policy_order), judged by the order of the successful calls alone (order_breaks)
-JUDGED_OPS = ("identify_first", "confirm_first", "call_before", "sequence")
+JUDGED_OPS = ("identify_first", "confirm_first", "call_before", "sequence", "one_call_per_turn", "silent_call",
+              "announce_call")  # the last three: tool-calling protocol (autoforge.domain.policy_protocol)
 
 
 def judged_checks(rules: Iterable[ToolRule | dict] | None) -> list[dict]:

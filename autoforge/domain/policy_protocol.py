@@ -1,0 +1,90 @@
+"""Tool-calling protocol rules: how the agent may call tools at all, whatever the tool (kind ``conversation``,
+judged over the transcript by :mod:`autoforge.rollout.rule_judge`).
+
+==================  ================================================================  ===========================
+op                  sentence forms (examples)                                         broken when
+==================  ================================================================  ===========================
+one_call_per_turn   "Only make one tool call at a time." · "Never call several         an agent message carries
+                    tools at once."                                                    two tool calls or more
+silent_call         "If you make a tool call, do not respond to the user at the        an agent message carries a
+                    same time."                                                        tool call and text
+announce_call       "If you are going to call a function, ALWAYS let the user know     a tool call with no text
+                    what you are about to do BEFORE calling it."                       from the agent since the
+                                                                                       user's last message
+==================  ================================================================  ===========================
+
+They bind every tool of the set. A policy that asks both to stay silent while calling and to announce a
+call before it states two rules no agent keeps at once (the announcement would end the agent's turn):
+the announcement is listed ``not enforced`` with why (:func:`drop_protocol_conflicts`). The oracle keeps
+them: one call per message, no text with it, or a word before it where a call must be announced.
+"""
+
+from __future__ import annotations
+
+import re
+
+from autoforge.domain.policy_text import Statement
+from autoforge.domain.policy_world import PolicyWorld, make_rule
+from autoforge.domain.rule_kinds import ParsedRule
+
+PROTOCOL_OPS = ("one_call_per_turn", "silent_call", "announce_call")
+_TOOL = r"(?:tools?|functions?|tool calls?|function calls?)"
+_ONE = re.compile(r"\b(?:one|a single)\s+(?:tool|function)(?:\s+call)?\s+at a time\b"
+                  r"|\b(?:never|not|no)\b[^.]{0,40}\b(?:several|multiple|more than one|many|two or more)\s+" + _TOOL
+                  + r"[^.]{0,40}\b(?:at once|at the same time|in parallel|simultaneously|in one (?:turn|message|response))\b",
+                  re.I)
+_SILENT = re.compile(r"\b(?:if|when|while|whenever)\b[^.]{0,30}\b(?:make|making|call|calling|use|using)\b[^.]{0,20}"
+                     + _TOOL + r"[^.]{0,40}\b(?:not|never)\b[^.]{0,20}\b(?:respond|reply|talk|speak|write|answer|message)\w*",
+                     re.I)
+_ANNOUNCE = re.compile(r"\b(?:let the user know|tell the user|inform the user|explain to the user)\b[^.]{0,80}?"
+                       r"\b(?:before|prior to)\b[^.]{0,20}\b(?:call|calling|using|invoking|running)\b"
+                       r"|\b(?:before|prior to)\s+(?:calling|using|invoking|running|making)\s+(?:a|any|the|each)\s+"
+                       + _TOOL + r"[^.]{0,40}\b(?:let|tell|inform)\b[^.]{0,10}\buser\b", re.I)
+
+
+def protocol_rule(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
+    """The tool-calling protocol rule a statement states, bound to every tool (none: it states none)."""
+    text = st.text
+    op = ("one_call_per_turn" if _ONE.search(text) else "silent_call" if _SILENT.search(text)
+          else "announce_call" if _ANNOUNCE.search(text) else None)
+    if op is None:
+        return []
+    tools = list(world.tools)
+    return [make_rule("conversation", text, {"op": op, "tools": [t.name for t in tools]}, tools, "judged",
+                      why=None if tools else "the tool set has no tool")]
+
+
+def drop_protocol_conflicts(rules: list[ParsedRule]) -> None:
+    """An ``announce_call`` rule beside a ``silent_call`` one is not enforced: no agent keeps both."""
+    ops = {r.check.get("op") for r in rules if r.check}
+    if "silent_call" in ops:
+        for r in rules:
+            if r.check and r.check.get("op") == "announce_call":
+                r.enforcement, r.check = "not enforced", None
+                r.why = ("the policy also says not to write to the user while calling a tool, so the announcement "
+                         "would end the agent's turn before the call")
+
+
+def protocol_breaks(messages: list, checks: list[dict]) -> dict[str, str]:
+    """``rule_id -> why`` of the protocol rules (``checks``) the agent messages of a transcript break."""
+    out: dict[str, str] = {}
+    said = False  # the agent wrote to the user since the user's last message
+    for m in messages:
+        if m.role == "user":
+            said = False
+            continue
+        if m.role != "assistant":
+            continue
+        text, calls = (m.content or "").strip(), list(m.tool_calls or ())
+        for c in checks:
+            rid = c["rule_id"]
+            if rid in out or not calls:
+                continue
+            if c["op"] == "one_call_per_turn" and len(calls) > 1:
+                out[rid] = f"one agent message made {len(calls)} tool calls ({', '.join(x.name for x in calls)})"
+            elif c["op"] == "silent_call" and text:
+                out[rid] = f"the agent wrote to the user while calling {calls[0].name}"
+            elif c["op"] == "announce_call" and not text and not said:
+                out[rid] = f"{calls[0].name} was called with no word to the user before it"
+        said = said or bool(text)
+    return out
