@@ -50,4 +50,6 @@ def summary_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "runtime": r["n_runtime"], "judged": r["n_judged"], "code": r["n_code"],
              "not enforced (unparsed)": f"{r['n_not_enforced']} ({r['n_unparsed']})",
              "probe passed / failed": f"{r['n_probe_passed']} / {r['n_probe_failed']}",
+             "policy: checkable (enforced)": (f"{r['n_checkable_policy']} ({r['n_checkable_policy_enforced']})"
+                                              if "n_checkable_policy" in r else "-"),
              "tasks (boundary)": f"{r['tasks_with_rules']} ({r['boundary_tasks']})"} for r in rows]
