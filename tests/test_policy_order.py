@@ -289,4 +289,4 @@ def test_the_oracle_keeps_the_protocol_and_an_agent_that_does_not_scores_0():
 def test_look_it_up_before_any_change_is_identify_first(hotel):
     (r,) = _read(hotel, "Ask for the email address on their guest profile and look it up before you change anything.")
     assert r.check["op"] == "identify_first" and "find_guest_id_by_email" in r.check["via"]
-    assert r.check["tools"] == ["modify_booking_dates"]  # "change": the writes that change a booking
+    assert "cancel_booking" in r.check["tools"]
