@@ -284,9 +284,3 @@ def test_the_oracle_keeps_the_protocol_and_an_agent_that_does_not_scores_0():
     assert play(task, dag, OracleAgent(), silent).rule_breaks == []
     loud = play(task, dag, OracleAgent(), silent + rules[1:])  # the oracle announces: it breaks silent_call
     assert loud.rule_breaks == ["R_silent"] and loud.reward == 0.0
-
-
-def test_look_it_up_before_any_change_is_identify_first(hotel):
-    (r,) = _read(hotel, "Ask for the email address on their guest profile and look it up before you change anything.")
-    assert r.check["op"] == "identify_first" and "find_guest_id_by_email" in r.check["via"]
-    assert "cancel_booking" in r.check["tools"]
