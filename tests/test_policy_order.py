@@ -284,3 +284,13 @@ def test_the_oracle_keeps_the_protocol_and_an_agent_that_does_not_scores_0():
     assert play(task, dag, OracleAgent(), silent).rule_breaks == []
     loud = play(task, dag, OracleAgent(), silent + rules[1:])  # the oracle announces: it breaks silent_call
     assert loud.rule_breaks == ["R_silent"] and loud.reward == 0.0
+
+
+def test_bracket_lines_and_deep_or_broken_json_neither_crash_nor_stall():
+    from autoforge.domain.policy_text import statements
+
+    nested = "[\n" * 3000 + "]" * 3000  # deeper than Python's stack
+    unclosed = "\n".join('[ "a", ' for _ in range(2000))
+    links = "\n".join(f"[Step {i}] (interaction) Only pending orders can be cancelled." for i in range(300))
+    assert statements(nested) is not None and statements(unclosed) is not None
+    assert len(statements(links)) == 300  # a line that starts with a bracket is prose, not JSON

@@ -70,18 +70,22 @@ def statements(text: str) -> list[Statement]:
         para.clear()
 
     skip_to = 0  # the end of a JSON block read as statements
+    tries = 0  # JSON values tried that did not parse (a pathological document stops being tried at _JSON_TRIES)
     for line in text.splitlines(keepends=True):
         start, raw = pos, line
         pos += len(line)
         if start < skip_to:
             continue
         s = raw.strip()
-        if not in_code and not in_comment and s and s[0] in "[{" and (block := _json_block(text, start + raw.find(s[0]))):
-            flush()
-            end, found = block
-            out += [Statement(" ".join(t.split()), at, heading) for at, t in found]
-            skip_to = end
-            continue
+        if not in_code and not in_comment and tries < _JSON_TRIES and _JSON_START.match(s):
+            block = _json_block(text, start + raw.find(s[0]))
+            if block is not None:
+                flush()
+                end, found = block
+                out += [Statement(" ".join(t.split()), at, heading) for at, t in found]
+                skip_to = end
+                continue
+            tries += 1
         if s.startswith("```") or s.startswith("~~~"):
             flush()
             in_code = not in_code
@@ -135,10 +139,16 @@ _JSON_SKIP = {"examples", "example", "samples", "sample", "sample_phrases", "phr
               "next", "title", "url", "type", "transitions"}
 
 
+_JSON_TRIES = 50
+# a line that opens a JSON value: "[" or "{" alone, or followed by a quote or another bracket ("[Pull up Account]"
+# and "{ id: ... }" do not)
+_JSON_START = re.compile(r'^[\[{]\s*(?:$|["\[{])')
+
+
 def _balanced_end(text: str, at: int) -> int | None:
     """The index after the bracket that closes the one at ``at`` (strings skipped); None when none does."""
     depth, in_str, esc = 0, False, False
-    for i in range(at, min(len(text), at + 200_000)):
+    for i in range(at, min(len(text), at + 50_000)):
         c = text[i]
         if in_str:
             esc, in_str = (not esc and c == "\\"), in_str and (esc or c != '"')
@@ -169,7 +179,7 @@ def _loads(s: str):
         out.append(c)
     try:
         return json.loads("".join(out))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -181,7 +191,7 @@ def json_value(text: str, at: int) -> tuple[object, int] | None:
 
     try:
         return json.JSONDecoder().raw_decode(text, at)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than Python's stack
         pass
     end = _balanced_end(text, at)
     if end is None:
