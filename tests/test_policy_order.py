@@ -291,6 +291,6 @@ def test_bracket_lines_and_deep_or_broken_json_neither_crash_nor_stall():
 
     nested = "[\n" * 3000 + "]" * 3000  # deeper than Python's stack
     unclosed = "\n".join('[ "a", ' for _ in range(2000))
-    links = "\n".join(f"[Step {i}] (interaction) Only pending orders can be cancelled." for i in range(300))
+    links = "\n\n".join(f"[Step {i}] (interaction) Only pending orders can be cancelled." for i in range(300))
     assert statements(nested) is not None and statements(unclosed) is not None
     assert len(statements(links)) == 300  # a line that starts with a bracket is prose, not JSON
