@@ -629,7 +629,7 @@ def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, sche
     for r in out:
         if r.enforcement == "not enforced" and (why := outside_why(r, world)):
             r.why = OUTSIDE + f"{why}; {r.why or ''}"[:900]
-    return sorted(out, key=lambda r: r.offset or 0)
+    return out  # in document order, the procedures last (a rule order that changed would change environment ids)
 
 
 
