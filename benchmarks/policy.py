@@ -119,23 +119,19 @@ def boundary_play(wh: str) -> dict[str, float] | None:
     """Mean reward on the verified boundary tasks of three agents, offline user: the oracle (the gold reads,
     then says why; must be 1.0), one that does nothing and says it is done (0.0), and one that does what
     the user asked, the forbidden write (0.0: the rule engine refuses it, a rule break). None: no boundary task."""
-    from autoforge.pipeline.corpus import judged_rules, records
+    from autoforge.pipeline.corpus import accepted_tools_by_env, judged_rules, records
     from autoforge.rollout.agents import ComplyAgent, IdleAgent, OracleAgent
     from autoforge.rollout.batch import play_episodes
     from autoforge.rollout.users import OfflineUser
-    from autoforge.types import Task, TaskDag, ToolCode
+    from autoforge.types import Task, TaskDag
 
     tasks = [t for t in records(wh, Task) if t.status == "verified" and t.kind == "boundary"]
     if not tasks:
         return None
 
     dags = {d.dag_id: d for d in records(wh, TaskDag)}
-    tools: dict[str, list] = {}
-    for t in records(wh, ToolCode):
-        if t.status == "accepted":
-            tools.setdefault(t.env_id, []).append(t)
     envs = {t.env_id for t in tasks}
-    judged = judged_rules(wh, envs)
+    tools, judged = accepted_tools_by_env(wh, envs), judged_rules(wh, envs)
     out = {}
     for name, agent in (("oracle", OracleAgent), ("idle", IdleAgent), ("comply", ComplyAgent)):
         eps = play_episodes(tasks, dags, {e: tools.get(e, []) for e in envs}, agent_factory=agent,
@@ -148,20 +144,15 @@ def boundary_play(wh: str) -> dict[str, float] | None:
 def gold_breaks(wh: str) -> list[dict]:
     """Each verified task's gold calls replayed from its initial state in an Environment built from the
     environment's accepted tool_code rows (their guards included): the first call refused with a rule
-    id, per task that has one."""
+    id, per task that has one, else the first judged rule its calls break by their order."""
     from autoforge.envs.runtime import Environment
-    from autoforge.pipeline.corpus import records
-    from autoforge.types import Task, ToolCode
+    from autoforge.pipeline.corpus import accepted_tools_by_env, judged_rules, records
+    from autoforge.tasks.rules import gold_breaks as judged_breaks
+    from autoforge.types import Task
 
     tasks = [t for t in records(wh, Task) if t.status == "verified"]
-    tools: dict[str, list] = {}
-    for t in records(wh, ToolCode):
-        if t.status == "accepted":
-            tools.setdefault(t.env_id, []).append(t)
-    from autoforge.pipeline.corpus import judged_rules
-    from autoforge.tasks.rules import gold_breaks as judged_breaks
-
-    judged = judged_rules(wh, {t.env_id for t in tasks})
+    envs = {t.env_id for t in tasks}
+    tools, judged = accepted_tools_by_env(wh, envs), judged_rules(wh, envs)
     out = []
     for env_id in sorted({t.env_id for t in tasks}):
         with Environment(tools.get(env_id, []), env_id=env_id) as env:

@@ -67,6 +67,7 @@ _IDENT = re.compile(r"\bauthenticat\w*|\b(verif\w+|identif\w+|validat\w+|confirm
                     + "|".join(sorted(PEOPLE - {"account", "holder", "owner"})) + r")s?\b(?!\s*(?:'s)?\s*(?:request|choice|answer))", re.I)
 _IDENT_BACK = re.compile(r"\b(" + "|".join(sorted(PEOPLE - {"account", "holder", "owner"})) + r")s?\b[^.]{0,30}?"
                          r"\b(?:not|never|un)\s*(?:been\s+|be\s+)?(identif\w+|verif\w+|authenticat\w+)", re.I)
+_IDENTIFIES = re.compile(r"authenticat|verify|identif|login|log_in|sign_in")  # a tool that identifies the caller, by its name
 _IDENT_WHEN = re.compile(r"\b(before|first|prior|until|unless|only after|cannot|must|should|always|need|required)\b", re.I)
 _CONFIRM = re.compile(r"\b(explicit|express|written|verbal)\s+(confirmation|consent|approval|agreement)\b"
                       r"|\bconfirm\w*\b[^.]{0,60}\b(before|prior|first)\b|\b(before|prior to)\b[^.]{0,80}\bconfirm\w*\b"
@@ -141,11 +142,10 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         check = {"op": "transfer_when", "tools": [t.name for t in hand]}
         return [make_rule("conversation", text, check if hand else None, hand, "judged",
                       why=None if hand else "the tool set has no hand-off tool to transfer with")]
-    about_lookup = bool(named) and all(re.search(r"authenticat|verify|identif|login|log_in|sign_in", t.name) for t in named)
+    about_lookup = bool(named) and all(_IDENTIFIES.search(t.name) for t in named)  # the sentence is about the lookup itself
     if not about_lookup and ((_IDENT.search(text) and _IDENT_WHEN.search(text)) or _IDENT_BACK.search(text)) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
                                                                             r"action|details|request)", text, re.I):
-        via = [t.name for t in world.tools if t.kind == "lookup" or re.search(
-            r"authenticat|verify|identif|login|log_in|sign_in", t.name)]
+        via = [t.name for t in world.tools if t.kind == "lookup" or _IDENTIFIES.search(t.name)]
         writes = [t for t in writes if t.name not in via]
         names = [t.name for t in writes]
         check = {"op": "identify_first", "tools": names, "via": via}

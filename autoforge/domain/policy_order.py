@@ -108,6 +108,7 @@ def procedures(text: str, world: PolicyWorld) -> list[Procedure]:
     with a tool's name, and JSON lists of steps that name tools (two steps or more), in document order."""
     out: list[Procedure] = []
     heading, run, pos, in_code = "", [], 0, False
+    by_key = {name_key(t.name): t for t in world.tools}
 
     def close() -> None:
         steps = [t for _, _, t in run if t is not None]
@@ -140,7 +141,6 @@ def procedures(text: str, world: PolicyWorld) -> list[Procedure]:
         close()
         if s[:1] in "-*+" and (m := _LIST.match(s[1:])):
             items = [i.strip(" .`()[]") for i in m.group(1).split(",")]
-            by_key = {name_key(t.name): t for t in world.tools}
             named = [by_key.get(name_key(i)) for i in items]  # every item is a tool's name, one word or more
             if len(items) >= 2 and all(named):
                 out.append(Procedure(s[1:].strip(), start + line.find(s[1:].strip()), named))

@@ -16,7 +16,8 @@ announce_call       "If you are going to call a function, ALWAYS let the user kn
 They bind every tool of the set. A policy that asks both to stay silent while calling and to announce a
 call before it states two rules no agent keeps at once (the announcement would end the agent's turn):
 the announcement is listed ``not enforced`` with why (:func:`drop_protocol_conflicts`). The oracle keeps
-them: one call per message, no text with it, or a word before it where a call must be announced.
+them: one call per message, no text with it, or a word before it where a call must be announced. The judge:
+:func:`autoforge.rollout.rule_judge.protocol_breaks`.
 """
 
 from __future__ import annotations
@@ -63,28 +64,3 @@ def drop_protocol_conflicts(rules: list[ParsedRule]) -> None:
                 r.enforcement, r.check = "not enforced", None
                 r.why = ("the policy also says not to write to the user while calling a tool, so the announcement "
                          "would end the agent's turn before the call")
-
-
-def protocol_breaks(messages: list, checks: list[dict]) -> dict[str, str]:
-    """``rule_id -> why`` of the protocol rules (``checks``) the agent messages of a transcript break."""
-    out: dict[str, str] = {}
-    said = False  # the agent wrote to the user since the user's last message
-    for m in messages:
-        if m.role == "user":
-            said = False
-            continue
-        if m.role != "assistant":
-            continue
-        text, calls = (m.content or "").strip(), list(m.tool_calls or ())
-        for c in checks:
-            rid = c["rule_id"]
-            if rid in out or not calls:
-                continue
-            if c["op"] == "one_call_per_turn" and len(calls) > 1:
-                out[rid] = f"one agent message made {len(calls)} tool calls ({', '.join(x.name for x in calls)})"
-            elif c["op"] == "silent_call" and text:
-                out[rid] = f"the agent wrote to the user while calling {calls[0].name}"
-            elif c["op"] == "announce_call" and not text and not said:
-                out[rid] = f"{calls[0].name} was called with no word to the user before it"
-        said = said or bool(text)
-    return out

@@ -77,6 +77,14 @@ RULE_KINDS: dict[str, RuleKind] = {k.name: k for k in (
     RuleKind("procedure", "the order tools must be called in (\"call X before Y\", a numbered runbook of tool "
              "steps, \"refund: look_up, verify, refund\"; autoforge.domain.policy_order)", "judged"),
 )}
+# The judged checks' ops the rule judge checks over a transcript (autoforge.rollout.rule_judge): identify first,
+# confirm first, the procedures (autoforge.domain.policy_order) and the tool-calling protocol
+# (autoforge.domain.policy_protocol). A judged check may also be ``transfer_when`` (listed, not judged yet).
+JUDGED_OPS = ("identify_first", "confirm_first", "call_before", "sequence", "one_call_per_turn", "silent_call",
+              "announce_call")
+VALID_JUDGED_OPS = JUDGED_OPS + ("transfer_when",)
+
+
 # The start of the ``why`` of a rule no call or record of its tool set could show kept or broken (it names
 # no tool, argument, field or status of the set: autoforge.domain.policy_world.named_in). The rest are the
 # *mechanically checkable* rules (v_rule_coverage.checkable, sql/094; benchmarks/policy.py).

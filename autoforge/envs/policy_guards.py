@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autoforge.domain.rule_kinds import ParsedRule
+from autoforge.domain.rule_kinds import VALID_JUDGED_OPS, ParsedRule
 from autoforge.envs.guards import RECORD_OPS, probe_cases
 from autoforge.envs.guards import broken as guard_broken
 from autoforge.envs.smoke import describe, smoke_arguments
@@ -100,8 +100,6 @@ def llm_rules(client: Any, toolset: str, specs: list[ToolSpec], schema: StateSch
 
 # --------------------------------------------------------------------------- validation
 
-JUDGED_OPS = ("identify_first", "confirm_first", "transfer_when", "call_before", "sequence", "one_call_per_turn",
-              "silent_call", "announce_call")
 _KEYS = {"status": ("collection", "id_arg"), "arg_limit": ("arg",), "arg_not": ("arg", "values"),
          "arg_in": ("arg", "values"), "arg_filled": ("args",), "arg_count": ("args", "min"), "record_limit": ("collection", "id_arg", "field", "max"), "record_min": ("collection", "id_arg", "field", "min"),
          "count_limit": ("collection", "id_arg", "counter", "max"), "window": ("collection", "id_arg", "field"),
@@ -118,7 +116,7 @@ def check_problem(check: Any, params: list[str], schema: StateSchema, enforcemen
         return "the check is not an object"
     op = check.get("op")
     if enforcement == "judged":
-        return None if op in JUDGED_OPS else f"judged op {op!r} is none of {', '.join(JUDGED_OPS)}"
+        return None if op in VALID_JUDGED_OPS else f"judged op {op!r} is none of {', '.join(VALID_JUDGED_OPS)}"
     if op not in _KEYS:
         return f"op {op!r} is none of {', '.join(_KEYS)}"
     missing = [k for k in _KEYS[op] if check.get(k) in (None, "", [])]

@@ -36,7 +36,7 @@ from autoforge.rollout import reward as R
 from autoforge.rollout.engine import DEFAULT_SYSTEM_PROMPT, initial_state_for, observation_text
 from autoforge.rollout.rule_judge import episode_rule_breaks
 from autoforge.rollout.users import ErrorRates, sample_plan
-from autoforge.tasks.rules import JUDGED_OPS
+from autoforge.domain.rule_kinds import JUDGED_OPS
 from autoforge.types import Message, Task, ToolCall, ToolCode
 
 __all__ = ["MAX_OBSERVATION_CHARS", "USER_TOOL", "USER_TOOL_SCHEMA", "USER_TOOL_SYSTEM_PROMPT", "Episode",

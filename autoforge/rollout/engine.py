@@ -32,7 +32,7 @@ from autoforge.errors import AutoforgeError
 from autoforge.rollout import reward as R
 from autoforge.rollout.rule_judge import episode_rule_breaks
 from autoforge.rollout.toolcalls import MalformedCall
-from autoforge.tasks.rules import JUDGED_OPS
+from autoforge.domain.rule_kinds import JUDGED_OPS
 from autoforge.types import Episode, Message, Task, TaskDag, ToolCall, content_id, state_hash
 
 _RESIDENT_MAX = 256  # tasks whose encoded initial state is kept (the worker keeps 8 resident; this saves the encode)

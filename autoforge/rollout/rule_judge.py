@@ -25,8 +25,8 @@ An episode breaks a rule when
     :mod:`autoforge.domain.policy_order`): judged on the order of the successful calls alone
     (:func:`autoforge.tasks.rules.order_breaks`).
   * ``one_call_per_turn``, ``silent_call``, ``announce_call`` (how tools are called at all,
-    :mod:`autoforge.domain.policy_protocol`): judged on the agent's messages
-    (:func:`autoforge.domain.policy_protocol.protocol_breaks`); a failed call counts too.
+    :mod:`autoforge.domain.policy_protocol`): judged on the agent's messages (:func:`protocol_breaks`); a
+    failed call counts too.
   * ``transfer_when``: not judged offline (listed, never flagged).
 
 Each rule is reported once, in the order its first break happened. :func:`episode_rule_breaks` is
@@ -39,6 +39,9 @@ import re
 from typing import Iterable
 
 from autoforge import dialogue as D
+from autoforge.domain.policy_protocol import PROTOCOL_OPS
+from autoforge.domain.rule_kinds import JUDGED_OPS
+from autoforge.tasks.rules import order_breaks
 from autoforge.types import Message
 
 _REFUSED = re.compile(r"policy rule (\S+?):")
@@ -62,13 +65,9 @@ def refused_in(messages: list[Message]) -> list[str]:
 
 
 def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[tuple[str, str]]:
-    """``(rule_id, why)`` of each judged rule (``identify_first``, ``confirm_first``, ``call_before``,
-    ``sequence``) the transcript breaks."""
-    from autoforge.domain.policy_protocol import PROTOCOL_OPS, protocol_breaks
-    from autoforge.tasks.rules import order_breaks
-
-    checks = [c for c in checks or () if c.get("op") in ("identify_first", "confirm_first", "call_before", "sequence")
-              + PROTOCOL_OPS and c.get("rule_id")]
+    """``(rule_id, why)`` of each judged rule (:data:`autoforge.domain.rule_kinds.JUDGED_OPS`) the transcript
+    breaks."""
+    checks = [c for c in checks or () if c.get("op") in JUDGED_OPS and c.get("rule_id")]
     if not checks:
         return []
     order = [c for c in checks if c["op"] in ("call_before", "sequence")]
@@ -115,6 +114,31 @@ def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[
     for rid, why in protocol_breaks(messages, protocol).items():
         out.setdefault(rid, why)
     return list(out.items())
+
+
+def protocol_breaks(messages: list[Message], checks: list[dict]) -> dict[str, str]:
+    """``rule_id -> why`` of the protocol rules (``checks``) the agent messages of a transcript break."""
+    out: dict[str, str] = {}
+    said = False  # the agent wrote to the user since the user's last message
+    for m in messages:
+        if m.role == "user":
+            said = False
+            continue
+        if m.role != "assistant":
+            continue
+        text, calls = (m.content or "").strip(), list(m.tool_calls or ())
+        for c in checks:
+            rid = c["rule_id"]
+            if rid in out or not calls:
+                continue
+            if c["op"] == "one_call_per_turn" and len(calls) > 1:
+                out[rid] = f"one agent message made {len(calls)} tool calls ({', '.join(x.name for x in calls)})"
+            elif c["op"] == "silent_call" and text:
+                out[rid] = f"the agent wrote to the user while calling {calls[0].name}"
+            elif c["op"] == "announce_call" and not text and not said:
+                out[rid] = f"{calls[0].name} was called with no word to the user before it"
+        said = said or bool(text)
+    return out
 
 
 def episode_rule_breaks(messages: list[Message], checks: Iterable[dict] | None,

@@ -18,12 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from autoforge.domain.rule_kinds import VALID_JUDGED_OPS
 from autoforge.types import ToolCall, ToolCode, ToolRule
 
-# the judged ops the rule judge checks (transfer_when: not yet); call_before and sequence: procedure rules
-# (autoforge.domain.policy_order), judged by the order of the successful calls alone (order_breaks)
-JUDGED_OPS = ("identify_first", "confirm_first", "call_before", "sequence", "one_call_per_turn", "silent_call",
-              "announce_call")  # the last three: tool-calling protocol (autoforge.domain.policy_protocol)
 
 
 def judged_checks(rules: Iterable[ToolRule | dict] | None) -> list[dict]:
@@ -37,7 +34,7 @@ def judged_checks(rules: Iterable[ToolRule | dict] | None) -> list[dict]:
             if r.enforcement != "judged" or not isinstance(r.guard, dict):
                 continue
             check, rid, text, tools = r.guard, r.rule_id, r.text, r.tools
-        if check.get("op") not in JUDGED_OPS + ("transfer_when",) or not rid:
+        if check.get("op") not in VALID_JUDGED_OPS or not rid:
             continue
         out.append({**check, "rule_id": str(rid), "message": " ".join(str(text).split())[:300],
                     "tools": [str(t) for t in (check.get("tools") or tools or [])],
