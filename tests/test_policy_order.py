@@ -181,7 +181,8 @@ def test_n_of_the_items_for_a_named_tool_is_an_arg_count_guard_and_probed():
 def test_listed_values_of_an_argument_are_refused_on_every_tool_taking_it(hotel):
     (r,) = [r for r in _read(hotel, "Do not take special requests (pets, smoking or fireworks) for a booking.")
             if r.check and r.check["op"] == "arg_not"]
-    assert r.check == {"op": "arg_not", "arg": "special_requests", "values": ["pets", "smoking", "fireworks"]}
+    assert r.check == {"op": "arg_not", "arg": "special_requests", "values": ["pets", "smoking", "fireworks"],
+                       "label": "special requests"}  # what the values are: the reason a refusal states
     assert r.tools == ["create_booking"] and r.enforcement == "runtime"
 
 

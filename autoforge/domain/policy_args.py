@@ -5,7 +5,9 @@
 * "They must provide 3 out of 7 of the items below, which you enter into [Verify Identity]": ``arg_count``
   (at least N of the named tool's arguments given);
 * "Do not discuss prohibited topics (politics, religion, ...)": ``arg_not`` with the listed values, on
-  every tool whose argument the noun names (``topic``).
+  every tool whose argument the noun names (``topic``);
+* "[Make Purchase] To add an item to the order you will need to enter its name": ``arg_filled`` on the
+  named tool's argument the noun names, or its only argument.
 """
 
 from __future__ import annotations
@@ -64,7 +66,30 @@ def listed_values(text: str, world: PolicyWorld) -> list[ParsedRule]:
     values = [v for v in values if v and len(v.split()) <= 4 and v.lower() not in ("etc", "other")]
     noun = stem(nm.singular(m.group(1).lower()))
     text_type = lambda sc: sc.get("type") == "string" or (isinstance(sc.get("type"), list) and "string" in sc["type"])  # noqa: E731
-    pairs = [(t, {"op": "arg_not", "arg": p, "values": values}) for t in world.tools
+    # what the values are, in the sentence's words ("prohibited topics"): the reason a refusal states
+    label = " ".join(re.sub(r"^.*?\b(?:not|never|no|cannot|avoid)\b", "", text[:m.start(2)].rstrip(" (:"),
+                            flags=re.I).split()[-2:])
+    pairs = [(t, {"op": "arg_not", "arg": p, "values": values, "label": label}) for t in world.tools
              for p, sc in t.params.items() if text_type(sc) and not sc.get("enum")
              and noun in (stem(nm.singular(p.lower())), stem(nm.singular(p.lower().split("_")[-1])))]
     return by_tool("prohibition", text, pairs, f"no argument takes a {m.group(1)}") if len(values) >= 2 else []
+
+
+_NEEDED = re.compile(r"\b(?:need(?:s)? to|must|have to|has to|required to)\s+(?:enter|provide|type|input|give|fill in|supply)\s+"
+                     r"(?:in\s+)?(?:its|the|their|his|her|a|an|your)\s+([a-z][\w\-]*(?:\s+[a-z][\w\-]*)?)", re.I)
+
+
+def arg_needed(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
+    """"[Make Purchase] To add an item to the order you will need to enter its name": the named tool's
+    argument the noun names (by its words), or its only argument, must be given (``arg_filled``)."""
+    m = _NEEDED.search(st.text)
+    named = {t.name: t for _, _, t in tool_mentions(st.text, world)}
+    if not m or len(named) != 1:
+        return []
+    tool = next(iter(named.values()))
+    said = {stem(nm.singular(w.lower())) for w in m.group(1).split()}
+    args = [p for p in tool.params if {stem(nm.singular(w)) for w in nm.words(p)} & said] or (
+        list(tool.params) if len(tool.params) == 1 else [])
+    if len(args) != 1:
+        return []
+    return [make_rule("prohibition", st.text, {"op": "arg_filled", "args": args}, [tool])]

@@ -24,9 +24,12 @@ nothing says nothing (0.0), and one that does what the user asked makes a call t
 refuses, which is a rule break (0.0, :mod:`autoforge.rollout.rule_judge`).
 
 Ops a boundary task can be built on (:data:`BOUNDARY_OPS`): status, window, count_limit,
-record_limit, owned, covers (the world is shaped), unchanged, arg_limit, arg_in (the user's value
-is: the argument becomes one the user gives, never an id). ``arg_not`` and ``member`` are not (the
-blocking fact would be the user's own value). Of guards that check the same thing (a policy's
+record_limit, owned, covers (the world is shaped), unchanged, arg_limit, arg_in, arg_not (the user's
+value is: the argument becomes one the user gives, never an id). ``arg_not`` only where its rule names
+what the values are (``label``: "prohibited topics"), which is the fact to state (the value itself is the
+user's own word); it binds reads too ("do not discuss prohibited topics" on ``lookupPolicyDocument``):
+the user asks for the read, the gold makes no call and says why. ``member`` is not (the blocking fact
+would be the user's own value). Of guards that check the same thing (a policy's
 sentence and a tool's own), the first is the task's rule and the others follow it in ``Task.rules``.
 A write that every DAG holds after another write gets a DAG of its own (:func:`solo`). A fact that
 a reply saying nothing would state (a status ``completed``: "I have completed your request",
@@ -52,7 +55,7 @@ from autoforge.types import (AnswerSource, ArgSource, DagNode, EnvironmentRecord
                              canonical_json, content_id)
 
 BOUNDARY_OPS = ("status", "window", "count_limit", "record_limit", "record_min", "owned", "covers", "unchanged",
-                "arg_limit", "arg_in")
+                "arg_limit", "arg_in", "arg_not")
 _LIMIT_OPS = ("count_limit", "record_limit")
 # What an agent that does nothing (or says no without reading anything) may say: a boundary task's fact must
 # not be found in any of them (a status 'completed' is: "I have completed your request").
@@ -156,13 +159,25 @@ def candidates(dags: list[TaskDag], tools: dict[str, ToolCode]) -> list[tuple[Ta
                                                 or tools[nodes[u].tool].effect != "read") for u in ups):
                 continue
             out += [(dag, w, g) for g in _firsts(tool.guards) if g.get("op") in BOUNDARY_OPS and g.get("rule_id")]
+    for dag in dags:  # a read a rule on its arguments guards: asked for alone, from any DAG holding it
+        for w in topo_order(dag):
+            tool = tools.get(w.tool or "") if w.kind == "tool" else None
+            if tool is not None and tool.effect == "read" and any(_labelled(g) for g in tool.guards or ()):
+                held.setdefault(w.tool, (dag, w))
     covered = {w.tool for _, w, _ in out}
     for name, (dag, w) in sorted(held.items()):
         if name not in covered:
             alone, node = solo(dag, w)
+            read = tools[name].effect == "read"
             out += [(alone, node, g) for g in _firsts(tools[name].guards)
-                    if g.get("op") in BOUNDARY_OPS and g.get("rule_id")]
-    return out
+                    if g.get("op") in BOUNDARY_OPS and g.get("rule_id") and (not read or _labelled(g))
+                    and (g.get("op") != "arg_not" or _labelled(g))]
+    return [c for c in out if c[2].get("op") != "arg_not" or _labelled(c[2])]
+
+
+def _labelled(g: dict) -> bool:
+    """An ``arg_not`` rule that names what its values are (the fact a refusal states)."""
+    return g.get("op") == "arg_not" and bool(str(g.get("label") or "").strip()) and bool(g.get("rule_id"))
 
 
 def solo(dag: TaskDag, w: DagNode) -> tuple[TaskDag, DagNode]:
@@ -218,6 +233,8 @@ def fact_field(g: dict) -> str | None:
 def fact_words(g: dict) -> str:
     """What the gold answer is, in words ('status', 'limit', 'allowed values')."""
     op = g.get("op")
+    if op == "arg_not":
+        return "reason"
     if op in ARG_OPS + _LIMIT_OPS:
         return "allowed values" if op == "arg_in" else "limit"
     return str(fact_field(g) or "reason").replace("_", " ")
@@ -231,6 +248,8 @@ def fact_of(g: dict, record: dict | None, args: dict) -> Any:
         n = G._size(args.get(g.get("arg")))
         hi, lo = g.get("max"), g.get("min")
         return hi if hi is not None and (n is None or lo is None or n > float(hi)) else lo
+    if op == "arg_not":  # what the values are ("prohibited topics"), not the user's own value
+        return g.get("label")
     if op == "arg_in":
         vals = list(g.get("values") or [])
         return vals[0] if len(vals) == 1 else vals
@@ -375,6 +394,8 @@ def break_world(g: dict, state: dict, args: dict, env: EnvironmentRecord, tool: 
         grow(g, state, args, env, rec)
     elif op == "record_min" and isinstance(rec.get(g["field"]), list):  # fewer real items, never made-up ones
         rec[g["field"]] = rec[g["field"]][:max(0, int(float(g["min"])) - 1)]
+    elif op == "arg_not" and g.get("values"):  # any of the values the rule refuses
+        args[g["arg"]] = rng.choice(list(g["values"]))
     else:
         G.shape(g, state, args, keep=False, enum=enum)
         if op in ("status", "arg_in") and enum:
