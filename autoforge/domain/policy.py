@@ -12,7 +12,7 @@ kind            sentence forms                                               che
 ==============  ===========================================================  ===============
 conversation    "verify / authenticate the customer('s identity) before ..." identify_first
                 "get (explicit) confirmation before ...", "ask ... to confirm" confirm_first
-                "transfer / escalate to a human agent only when ..."         transfer_when
+                "transfer / escalate to a human agent only when ..."         (read, not judged yet)
 count_limit     "can be <verb>ed only once", "at most twice", "no more than  count_limit
                 3 times", "a single <noun> per <record>" for a verb
 time_window     "within N hours/days of <date>", "N days after <date>"       window since
@@ -41,8 +41,8 @@ import re
 from typing import Any
 
 from autoforge.domain import words as nm
-from autoforge.domain.policy_args import arg_count, args_filled, listed_values
-from autoforge.domain.policy_order import call_order, drop_conflicts, procedure_rules, read_decides
+from autoforge.domain.policy_args import arg_count, arg_needed, args_filled, listed_values
+from autoforge.domain.policy_order import call_order, condition_rules, drop_conflicts, procedure_rules, read_decides
 from autoforge.domain.policy_protocol import drop_protocol_conflicts, protocol_rule
 from autoforge.domain.policy_text import NUM, Statement, number, overlap, statements, stem, verb_span_free, words_of
 from autoforge.domain.policy_world import (PolicyWorld, any_write, by_tool, field_named, records_named,
@@ -57,7 +57,7 @@ RULE_CUE = re.compile(
     r"\b(must|only|cannot|can ?not|can't|may not|never|requires?|required|at most|at least|no more than|not allowed"
     r"|unless|should|need to|needs to|has to|have to|eligible|allowed|permitted|limit(?:ed|s)?|maximum|minimum|max"
     r"|within|prior to|no later than|up to|exceed\w*|always|do not|don't|once|twice|before|no sooner than|no earlier than"
-    r"|not until|prohibited|forbidden|restricted|no longer|at a time|left|remaining)\b"
+    r"|not until|prohibited|forbidden|restricted|no longer|at a time|left(?![\s-]+(?:hand|side|corner|column|panel|of))|remaining)\b"
     r"|\b(?:for|from|between)\s+\d+\s+(?:to|and)\s+\d+\b|\bfirst\b[^.]*\bthen\b|\b(?:less|fewer) than\b"
     r"|\bcan be [\w-]+(?:ed|en)\b[^.]*\bif\b|\bif\b[^.]*\bcan be [\w-]+(?:ed|en)\b", re.I)
 PEOPLE = {"customer", "user", "caller", "guest", "member", "patient", "client", "employee", "account", "holder",
@@ -139,9 +139,10 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     names = [t.name for t in writes]
     if _TRANSFER.search(text):
         hand = [t for t in world.tools if t.kind == "handoff"]
-        check = {"op": "transfer_when", "tools": [t.name for t in hand]}
-        return [make_rule("conversation", text, check if hand else None, hand, "judged",
-                      why=None if hand else "the tool set has no hand-off tool to transfer with")]
+        # read, but not judged yet: listed not enforced, so no count calls it enforced
+        return [make_rule("conversation", text, None, hand, "not enforced",
+                          why="the judge does not check when to transfer yet (transfer_when)" if hand
+                          else "the tool set has no hand-off tool to transfer with")]
     about_lookup = bool(named) and all(_IDENTIFIES.search(t.name) for t in named)  # the sentence is about the lookup itself
     if not about_lookup and ((_IDENT.search(text) and _IDENT_WHEN.search(text)) or _IDENT_BACK.search(text)) and not re.search(r"\bconfirm\w*\s+(?:the\s+)?(?:change|cancel|"
                                                                             r"action|details|request)", text, re.I):
@@ -579,7 +580,7 @@ def _table_row(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     return out
 
 
-FORMS = (_table_row, call_order, args_filled, arg_count, protocol_rule, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
+FORMS = (_table_row, call_order, args_filled, arg_count, arg_needed, protocol_rule, _conversation, _count_limit, _time_window, _money, _quantity, _cross_record, _prohibition, _status)
 
 
 def _plain(text: str) -> str:
@@ -596,7 +597,7 @@ def read_statement(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
     out: list[ParsedRule] = []
     for form in FORMS:
         got = form(st, world)
-        if got and form in (_conversation, _table_row, call_order, args_filled, arg_count, protocol_rule):
+        if got and form in (_conversation, _table_row, call_order, args_filled, arg_count, arg_needed, protocol_rule):
             return got
         out += got
     # a form that bound beats one of the same statement that did not
@@ -613,10 +614,12 @@ def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, sche
     (``runtime`` / ``judged``) with its check, or ``not enforced`` with why."""
     world = policy_world(specs, plans, schema)
     out: list[ParsedRule] = []
+    leads = condition_rules(text, world)
     for st in statements(text):
         if not RULE_CUE.search(st.text):
             continue
-        got = read_statement(st, world) or [ParsedRule(
+        lead = leads.pop(" ".join(st.text.split()), None)
+        got = ([lead] if lead else read_statement(st, world)) or [ParsedRule(
             "unparsed", st.text, why="the sentence matches no rule form the offline reader knows (docs/policies.md)")]
         for r in got:
             r.text, r.source, r.offset = st.text[:2000], source, st.offset

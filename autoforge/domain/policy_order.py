@@ -19,6 +19,14 @@ Policies name their tools and say in which order to use them, in these shapes:
   write after it), "the ticket should be assigned to the owner of the environment" (one write, and the
   read that gives its value, ``getEnvironmentOwner``): ``call_before``, the read first.
 
+* **a write and its list of conditions**: "Access to the employee can be auto-assigned if all the given
+  scenarios are true:" followed by numbered or bulleted conditions ("1. The environment is owned by the
+  manager of the employee."). The write is named by the lead-in (by its words, or as the subject of
+  "<noun> can be <verb>ed": ``giveAccess`` for "Access"), the reads by the conditions; a condition that
+  compares a number ("less than 30 days") is a limit, not a read's result, and gives no read. Read as
+  ``call_before`` with ``"all": true``: every read before the write (the order is judged, not what the
+  reads returned; each condition is also read on its own, as its own rule).
+
 A tool is named (:func:`autoforge.domain.policy_world.tool_mentions`) by its exact name in the text
 (``retrievePolicy()``, ``pull-up-account``, ``save_or_update_address``), or by its name's words in
 brackets or backticks (``[Pull up Account]``); the last shape also by every word of its name
@@ -34,7 +42,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from autoforge.domain.policy_text import Statement, json_value
+from autoforge.domain import words as nm
+from autoforge.domain.policy_text import Statement, json_value, stem
 from autoforge.domain.policy_world import PolicyTool, PolicyWorld, make_rule, name_key, tool_mentions, tools_named
 from autoforge.domain.rule_kinds import ParsedRule
 
@@ -94,6 +103,50 @@ def read_decides(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         return []
     check = {"op": "call_before", "tools": [t.name for t in writes], "via": [t.name for t in via]}
     return [make_rule("procedure", text, check, writes, "judged")]
+
+
+_LEAD_IN = re.compile(r"^(?P<head>.*?)\b(?:only\s+)?(?:if|when|provided that)\b[^:]*\b(?:all|each|every|both)\b[^:]*"
+                      r"\b(?:scenarios?|conditions?|criteria|requirements?|following|below|these)\b[^:]*:\s*$", re.I)
+_ITEM = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022]|[ivx]+[.)]|[a-z][.)])\s+(?P<text>\S.*)$", re.I)
+_SUBJECT = re.compile(r"^\s*(?:the\s+|an?\s+)?(?P<noun>[a-z]+)\b[^:]*?\b(?:can|may|should|will|must)\s+(?:only\s+)?be\s+"
+                      r"[\w-]+(?:ed|en)\b", re.I)
+_COMPARES = re.compile(r"\b(?:less|fewer|more|greater|lower|higher)\s+than\b|\b(?:at most|at least|up to|under|over)\s+\d",
+                       re.I)
+
+
+def condition_rules(text: str, world: PolicyWorld) -> dict[str, ParsedRule]:
+    """Each lead-in sentence with its list of conditions read as one ``call_before`` rule with ``"all"``,
+    keyed by the lead-in's text (whitespace collapsed): the write it allows, after every read its
+    conditions name."""
+    lines = text.splitlines()
+    out: dict[str, ParsedRule] = {}
+    for i, line in enumerate(lines):
+        m = _LEAD_IN.match(line.strip())
+        if not m:
+            continue
+        items: list[str] = []
+        for nxt in lines[i + 1:]:
+            if not nxt.strip():
+                if items:
+                    break
+                continue
+            if not (it := _ITEM.match(nxt)):
+                break
+            items.append(it.group("text").strip())
+        if len(items) < 2:
+            continue
+        writes = [t for t in tools_named(m.group("head"), world) if t.effect == "write"]
+        if not writes and (sub := _SUBJECT.match(m.group("head"))):
+            noun = stem(nm.singular(sub.group("noun").lower()))
+            writes = [t for t in world.writes if noun in {stem(nm.singular(w)) for w in nm.words(t.name)}]
+        via = {t.name: t for item in items if not _COMPARES.search(item)
+               for t in tools_named(item, world) if t.effect == "read"}
+        if len(writes) != 1 or not via:
+            continue
+        lead = " ".join(line.split())
+        check = {"op": "call_before", "tools": [writes[0].name], "via": list(via), "all": True}
+        out[lead] = make_rule("procedure", lead + " " + " ".join(items), check, writes, "judged")
+    return out
 
 
 @dataclass

@@ -269,9 +269,10 @@ _ADJECTIVAL = {"given", "set", "fixed", "listed", "stated", "following", "above"
 
 
 def _said(word: str, stems: set[str]) -> bool:
-    """``word`` among ``stems``, or a word of five letters or more one typo away ("acesss" is "access")."""
-    if word in stems:
-        return True
+    """``word`` among ``stems``, an agent noun whose verb is there ("owner": "owned"), or a word of five
+    letters or more one typo away ("acesss" is "access")."""
+    if word in stems or (len(word) >= 5 and word.endswith("er") and word[:-2] in stems):
+        return True  # an agent noun by its verb: "owned by" names the owner
     return len(word) >= 5 and any(abs(len(w) - len(word)) <= 1 and _one_edit(word, w) for w in stems)
 
 
@@ -321,7 +322,27 @@ _PERMISSION = re.compile(r"^(?:you|we|agents?|the agent|customers?|users?|member
 _QUOTED = re.compile(r"^\s*[\"\u201c'][^\"\u201d]*[\"\u201d']?\W*$")
 _POSSIBILITY = re.compile(r"\b(?:may|might|could)\s+not\s+(?:remember|know|recall|have|be able|understand|want|need|see|receive"
                           r"|find|like|notice|realize|apply)\b", re.I)
+# a dispensation: "you do not need to enter anything", "you only need the street address"
+_DISPENSE = re.compile(r"\b(?:do|does) not need to\b|\bneed not\b|\bno need to\b|\b(?:you|they|we|customers?|users?)\s+only\s+"
+                       r"needs?\b|\bis all (?:you|they) need\b", re.I)
 _OBLIGATION = re.compile(r"\b(?:must|only|never|cannot|at most|at least|no more than|required?|always|do not|should)\b", re.I)
+# an approval given by a person: "must be approved in advance by the employee's supervisor"
+_APPROVED_BY = re.compile(r"\b(?:approv\w*|authori[sz]\w*|sign(?:ed)?[\s-]off)\b[^.]{0,40}?\bby\s+(?:the\s+|an?\s+|their\s+|his\s+"
+                          r"|her\s+|your\s+)?(?:[\w]+'s\s+)?([a-z]+(?:\s+[a-z]+){0,2})\b", re.I)
+_PHRASE_END = {"and", "or", "before", "after", "in", "for", "to", "with", "within", "by", "at", "on", "if", "when", "unless",
+               "prior", "of", "who", "that", "which", "as", "than", "so", "but"}
+
+
+def _head(phrase: str) -> str:
+    """The head noun of the phrase after "approved by": its last word before a conjunction or preposition."""
+    words = phrase.lower().split()
+    cut = next((i for i, w in enumerate(words) if i and w in _PHRASE_END), len(words))
+    return words[:cut][-1]
+# what an API is for, said as a noun phrase: "APIs for identifying claim status and sending reminders for
+# claims data that still needs to be collected" (its rule word is in the clause that describes the data)
+_DESCRIBES = re.compile(r"^\s*(?:an?\s+|the\s+)?(?:[\w\-]+\s+){0,3}?(?:apis?|endpoints?|operations?|action groups?|"
+                        r"functions?|services?)\s+(?:for|to)\s+\w+", re.I)
+_RELATIVE = re.compile(r"\b(?:that|which|who|whose)\b", re.I)
 _UNHELD = ("no argument or field holds", "no argument holds", "it names no write of this tool set")
 
 
@@ -335,8 +356,25 @@ def outside_why(r: ParsedRule, world: PolicyWorld) -> str | None:
         return "a permission, not a limit"
     if _QUOTED.match(r.text):
         return "a phrase to say, not a limit"
+    if _DISPENSE.search(r.text) and not _OBLIGATION.search(_DISPENSE.sub(" ", r.text)):
+        return "what is enough (\"you do not need to\", \"you only need\"), not a limit"
     if _POSSIBILITY.search(r.text) and not _OBLIGATION.search(r.text):
         return "a possibility (\"may not remember\"), not a limit"
+    if (m := _DESCRIBES.match(r.text)) and not _CUE_WORD.search(_RELATIVE.split(r.text[m.end():])[0]):
+        return "what an API is for, not a rule (its rule word describes a noun)"
+    if (m := _APPROVED_BY.search(r.text)) and not _modelled(_head(m.group(1)), world):
+        return f"an approval by someone no tool, argument or record of this tool set keeps (the {_head(m.group(1))})"
     if not named_in(Statement(r.text, r.offset or 0), world):
         return "it names no tool, argument, record field or status of this tool set"
     return None
+
+
+_CUE_WORD = re.compile(r"\b(must|only|cannot|never|should|needs?|required?|always|may not|do not|at most|at least)\b", re.I)
+
+
+def _modelled(person: str, world: PolicyWorld) -> bool:
+    """Whether a tool's name or argument, or a record's name or field, names ``person`` (a supervisor, a manager)."""
+    s = stem(nm.singular(person.lower()))
+    names = [t.name for t in world.tools] + [p for t in world.tools for p in t.params]
+    names += [c.name for c in world.schema.collections] + [f.name for c in world.schema.collections for f in c.fields]
+    return any(s == stem(nm.singular(w)) for n in names for w in nm.words(n))

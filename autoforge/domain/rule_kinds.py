@@ -81,7 +81,7 @@ RULE_KINDS: dict[str, RuleKind] = {k.name: k for k in (
 # confirm first, the procedures (autoforge.domain.policy_order) and the tool-calling protocol
 # (autoforge.domain.policy_protocol). A judged check may also be ``transfer_when`` (listed, not judged yet).
 JUDGED_OPS = ("identify_first", "confirm_first", "call_before", "sequence", "one_call_per_turn", "silent_call",
-              "announce_call")
+              "announce_call", "cite_source")
 VALID_JUDGED_OPS = JUDGED_OPS + ("transfer_when",)
 
 

@@ -70,6 +70,7 @@ class OracleAgent:
         self.confirm_asks: dict[str, int] = {}  # node -> confirmations asked for it
         self.replied = False  # the user has answered the agent at least once
         self.announce = any(r.get("op") == "announce_call" for r in self.rules)
+        self.cite = {t for r in self.rules if r.get("op") == "cite_source" for t in r.get("tools") or ()}
         self.refuse: str | None = None
         if ctx.kind == "boundary":
             from autoforge.tasks.boundary import split
@@ -161,8 +162,19 @@ class OracleAgent:
             except AutoforgeError:
                 value = None
             said = ", ".join(map(str, value)) if isinstance(value, list) else value
-            return AgentTurn(content=f"All done: the {answer.field} is {said}.")
-        return AgentTurn(content="All done: I have completed everything you asked for.")
+            return AgentTurn(content=f"All done: the {answer.field} is {said}.{self.sources()}")
+        return AgentTurn(content=f"All done: I have completed everything you asked for.{self.sources()}")
+
+    def sources(self) -> str:
+        """Where a ``cite_source`` rule asks for citations: the ids of what its reads returned, as
+        ``[tool](id)`` (empty otherwise)."""
+        if not self.cite:
+            return ""
+        from autoforge.domain.policy_protocol import citations
+
+        cited = [f"[{n.tool}]({x})" for n in self.order if n.tool in self.cite and n.node_id in self.outputs
+                 for x in citations(self.outputs[n.node_id])[:1]]
+        return f" Sources: {', '.join(dict.fromkeys(cited))}." if cited else ""
 
     def explain(self, node: DagNode, args: dict[str, Any]) -> AgentTurn:
         """A boundary task's last word: why the write the user asks for is not allowed (the rule it breaks and
@@ -180,7 +192,7 @@ class OracleAgent:
         rule = " ".join(str(g.get("message") or "it is against our policy").replace("?", ".").split()).rstrip(".")
         from autoforge.tasks.boundary import fact_words
 
-        return AgentTurn(content=f"I'm sorry, I can't do that: {rule}. The {fact_words(g)} is {said}.")
+        return AgentTurn(content=f"I'm sorry, I can't do that: {rule}. The {fact_words(g)} is {said}.{self.sources()}")
 
 
 class ComplyAgent(OracleAgent):

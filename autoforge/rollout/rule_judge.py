@@ -26,7 +26,8 @@ An episode breaks a rule when
     (:func:`autoforge.tasks.rules.order_breaks`).
   * ``one_call_per_turn``, ``silent_call``, ``announce_call`` (how tools are called at all,
     :mod:`autoforge.domain.policy_protocol`): judged on the agent's messages (:func:`protocol_breaks`); a
-    failed call counts too.
+    failed call counts too. ``cite_source``: a successful read whose result has ids, and no later agent
+    message naming one of them.
   * ``transfer_when``: not judged offline (listed, never flagged).
 
 Each rule is reported once, in the order its first break happened. :func:`episode_rule_breaks` is
@@ -118,7 +119,8 @@ def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[
 
 def protocol_breaks(messages: list[Message], checks: list[dict]) -> dict[str, str]:
     """``rule_id -> why`` of the protocol rules (``checks``) the agent messages of a transcript break."""
-    out: dict[str, str] = {}
+    out = _cite_breaks(messages, [c for c in checks if c["op"] == "cite_source"])
+    checks = [c for c in checks if c["op"] != "cite_source"]
     said = False  # the agent wrote to the user since the user's last message
     for m in messages:
         if m.role == "user":
@@ -138,6 +140,30 @@ def protocol_breaks(messages: list[Message], checks: list[dict]) -> dict[str, st
             elif c["op"] == "announce_call" and not text and not said:
                 out[rid] = f"{calls[0].name} was called with no word to the user before it"
         said = said or bool(text)
+    return out
+
+
+def _cite_breaks(messages: list[Message], checks: list[dict]) -> dict[str, str]:
+    """``cite_source``: a successful call to one of the rule's reads whose result has ids to cite
+    (:func:`autoforge.domain.policy_protocol.citations`), and no agent message after it naming one."""
+    from autoforge.domain.policy_protocol import citations
+    from autoforge.rollout.toolcalls import parse_observation
+
+    out: dict[str, str] = {}
+    names = {tc.id: tc.name for m in messages if m.role == "assistant" for tc in m.tool_calls or () if tc.id}
+    for i, m in enumerate(messages):
+        if m.role != "tool" or not m.tool_call_id or names.get(m.tool_call_id) is None:
+            continue
+        result, err = parse_observation(m.content or "")
+        ids = citations(result) if err is None else []
+        if not ids:
+            continue
+        later = " ".join(x.content or "" for x in messages[i + 1:] if x.role == "assistant")
+        for c in checks:
+            if c["rule_id"] not in out and names[m.tool_call_id] in (c.get("tools") or ()) \
+                    and not any(x in later for x in ids):
+                out[c["rule_id"]] = (f"no agent message after {names[m.tool_call_id]} cites what it returned "
+                                     f"(any of {', '.join(ids[:3])})")
     return out
 
 

@@ -66,13 +66,19 @@ def task_rules(calls: Iterable[ToolCall], tools: dict[str, ToolCode], judged: li
 def order_breaks(names: list[str], checks: Iterable[dict] | None) -> list[tuple[str, str]]:
     """``(rule_id, why)`` of each procedure rule that calls in this order (``names``: the successful calls'
     tool names, in order) break. ``call_before``: a call to one of ``tools`` with no call to one of ``via``
-    before it. ``sequence``: every step was called, and the steps' first calls are not in the steps' order."""
+    before it (with ``"all"``: without a call to every one of ``via`` before it). ``sequence``: every step was called, and the steps' first calls are not in the steps' order."""
     out: dict[str, str] = {}
     for c in checks or ():
         rid = c.get("rule_id")
         if not rid:
             continue
-        if c.get("op") == "call_before":
+        if c.get("op") == "call_before" and c.get("all"):  # every one of via before any call to tools
+            via, tools = set(c.get("via") or ()), set(c.get("tools") or ())
+            for i, name in enumerate(names):
+                if name in tools and (missing := via - set(names[:i])):
+                    out[rid] = f"call {i + 1} ({name}) comes before any call to {' and '.join(sorted(missing))}"
+                    break
+        elif c.get("op") == "call_before":
             via, tools = set(c.get("via") or ()), set(c.get("tools") or ())
             for i, name in enumerate(names):
                 if name in via:
