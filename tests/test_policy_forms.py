@@ -159,6 +159,7 @@ def test_a_rule_on_a_reads_argument_makes_boundary_tasks_that_make_no_call(read_
         assert t.gold_calls == [] and t.gold_answer.value == "banned amenities"
         assert t.user_facts.get("amenity") in ("spa", "gym")
         assert "banned" not in t.request.lower()  # the request never says why
+        assert " also " not in f" {t.request.lower()} " and "while you're at it" not in t.request.lower()  # asked alone
     from autoforge.rollout.agents import OracleAgent
 
     oracle = play(read_world, tasks, OracleAgent, "oracle")

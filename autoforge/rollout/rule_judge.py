@@ -150,6 +150,8 @@ def _cite_breaks(messages: list[Message], checks: list[dict]) -> dict[str, str]:
     from autoforge.rollout.toolcalls import parse_observation
 
     out: dict[str, str] = {}
+    if not checks:
+        return out
     names = {tc.id: tc.name for m in messages if m.role == "assistant" for tc in m.tool_calls or () if tc.id}
     for i, m in enumerate(messages):
         if m.role != "tool" or not m.tool_call_id or names.get(m.tool_call_id) is None:

@@ -159,11 +159,12 @@ def candidates(dags: list[TaskDag], tools: dict[str, ToolCode]) -> list[tuple[Ta
                                                 or tools[nodes[u].tool].effect != "read") for u in ups):
                 continue
             out += [(dag, w, g) for g in _firsts(tool.guards) if g.get("op") in BOUNDARY_OPS and g.get("rule_id")]
-    for dag in dags:  # a read a rule on its arguments guards: asked for alone, from any DAG holding it
-        for w in topo_order(dag):
-            tool = tools.get(w.tool or "") if w.kind == "tool" else None
-            if tool is not None and tool.effect == "read" and any(_labelled(g) for g in tool.guards or ()):
-                held.setdefault(w.tool, (dag, w))
+    labelled = {t.name for t in tools.values() if t.effect == "read" and any(_labelled(g) for g in t.guards or ())}
+    for dag in dags if labelled else ():  # a read a rule on its arguments guards: asked alone, from a DAG holding it
+        for w in dag.nodes:
+            if w.tool not in labelled or w.tool in held:
+                continue
+            held[w.tool] = (dag, w)
     covered = {w.tool for _, w, _ in out}
     for name, (dag, w) in sorted(held.items()):
         if name not in covered:

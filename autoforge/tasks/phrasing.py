@@ -621,8 +621,8 @@ class _Writer:
                 sentences.append(self.rng.choice(ASKS).format(x=body))
             else:
                 sentences.append(f"{self.rng.choice(JOINERS)} {self.rng.choice(ASKS).format(x=body)}")
-        if side:
-            sentences.append(self.rng.choice(SIDE_ASKS).format(x=_join(side)))
+        if side:  # "also" only beside a request (a read asked for alone is the request)
+            sentences.append(self.rng.choice(SIDE_ASKS if sentences else ASKS).format(x=_join(side)))
         opener = self.rng.choice(OPENERS)
         if sentences and not opener.endswith(","):
             sentences[0] = sentences[0][0].upper() + sentences[0][1:]
