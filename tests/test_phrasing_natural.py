@@ -223,3 +223,14 @@ def test_realstyle_camel_case_fixture_gives_word_requests(tmp_path):
         for k in t.user_facts:
             if re.search(r"[a-z][A-Z]", k):
                 assert k not in t.request and D.fact_words(k) in t.request, (k, t.request)
+
+
+def test_tool_names_without_a_verb_and_with_an_article_or_adverb_read_as_english():
+    tools = {t.name: t for t in [_tool("membership", "write", "generic", "accounts", []),
+                                 _tool("try-again", "write", "generic", "accounts", []),
+                                 _tool("ask-the-oracle", "write", "generic", "accounts", [])]}
+    dag = _dag(_node(0, "membership", {}), _node(1, "try-again", {}), _node(2, "ask-the-oracle", {}))
+    for seed in range(5):
+        text = write_request(dag, _run({}), tools, ENV, random.Random(seed), NOTHING_STATED).request
+        assert "take care of the membership" in text and "try again" in text and "ask the oracle" in text, text
+        assert "the the" not in text and "try the again" not in text, text

@@ -49,6 +49,8 @@ ASKS = ["could you {x}?", "please {x}.", "I'd like you to {x}.", "can you {x}?",
 JOINERS = ["Also,", "After that,", "One more thing:", "And then", "Besides that,"]
 SIDE_ASKS = ["Could you also {x}?", "While you're at it, please {x}.", "I'd also like you to {x}."]  # a read no write needs
 SHOW = ["show me", "check", "look up"]
+_NOUNISH = re.compile(r"(?:ship|tion|sion|ment|ness|ity|ance|ence|ism|hood)$")  # a noun where a tool name's verb would be
+_ADVERBS = {"again", "now", "later", "back", "away", "together"}
 _FACT_SUFFIX = re.compile(r"_\d+$")  # quantity_2 -> quantity
 PERSONAL = ("email", "phone", "username", "password", "handle", "login", "ssn", "dob", "birth")
 # Tool-name verbs written as one word: "login" -> "log in".
@@ -441,6 +443,8 @@ class _Writer:
         words = nm.words(tool.name)  # placeOrder, place-order, orders.place: words, not one token
         verb = words[0] if words else "update"
         rest = words[1:]
+        if rest[:1] and rest[0] in ("the", "a", "an"):  # ask-the-oracle: "ask the oracle", not "ask the the oracle"
+            rest = rest[1:]
         said_verb = _VERB_WORDS.get(verb, verb)
         self.new_group(None)
         tgt = self.target_arg(node, pk)
@@ -502,9 +506,11 @@ class _Writer:
                         refs.remove(d)
                         break
             ent_in = bool(rest) and _singular_words(ent) <= _singular_words(" ".join(rest))
-            if not rest:
+            if _NOUNISH.search(verb) and verb not in nm.ALL_VERBS:  # a name with no verb ("membership")
+                text = f"take care of the {' '.join(words)}" + (f" for {obj}" if obj else "")
+            elif not rest:
                 text = said_verb + (f" for {obj}" if obj else "")
-            elif rest[0] in _PREPS:
+            elif rest[0] in _PREPS or set(rest) <= _ADVERBS:  # "try-again": try again
                 text = f"{said_verb} {' '.join(rest)}" + (f" for {obj}" if obj else "")
             elif obj and ent_in and len(rest) == len(ent.split()):
                 text = f"{said_verb} {obj}"
@@ -514,7 +520,7 @@ class _Writer:
                 text += " using " + _merge_refs(refs)
             if said:
                 text += (", with " if refs else " with ") + _join([f"{p} {v}" for p, v in said])
-            noun = f"the {' '.join(rest)}" if rest and not set(rest) & _PREPS else f"the {ent}"
+            noun = f"the {' '.join(rest)}" if rest and not set(rest) & _PREPS and not set(rest) <= _ADVERBS else f"the {ent}"
         if text in self.clauses_said and " another " not in text:
             text += " again"
         self.groups[-1] = (noun, self.groups[-1][1])
