@@ -145,7 +145,7 @@ def condition_rules(text: str, world: PolicyWorld) -> dict[str, ParsedRule]:
             continue
         lead = " ".join(line.split())
         check = {"op": "call_before", "tools": [writes[0].name], "via": list(via), "all": True}
-        out[lead] = make_rule("procedure", lead + " " + " ".join(items), check, writes, "judged")
+        out[lead] = make_rule("procedure", lead, check, writes, "judged")
     return out
 
 

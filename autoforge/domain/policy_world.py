@@ -331,13 +331,6 @@ _APPROVED_BY = re.compile(r"\b(?:approv\w*|authori[sz]\w*|sign(?:ed)?[\s-]off)\b
                           r"|her\s+|your\s+)?(?:[\w]+'s\s+)?([a-z]+(?:\s+[a-z]+){0,2})\b", re.I)
 _PHRASE_END = {"and", "or", "before", "after", "in", "for", "to", "with", "within", "by", "at", "on", "if", "when", "unless",
                "prior", "of", "who", "that", "which", "as", "than", "so", "but"}
-
-
-def _head(phrase: str) -> str:
-    """The head noun of the phrase after "approved by": its last word before a conjunction or preposition."""
-    words = phrase.lower().split()
-    cut = next((i for i, w in enumerate(words) if i and w in _PHRASE_END), len(words))
-    return words[:cut][-1]
 # what an API is for, said as a noun phrase: "APIs for identifying claim status and sending reminders for
 # claims data that still needs to be collected" (its rule word is in the clause that describes the data)
 _DESCRIBES = re.compile(r"^\s*(?:an?\s+|the\s+)?(?:[\w\-]+\s+){0,3}?(?:apis?|endpoints?|operations?|action groups?|"
@@ -360,7 +353,7 @@ def outside_why(r: ParsedRule, world: PolicyWorld) -> str | None:
         return "what is enough (\"you do not need to\", \"you only need\"), not a limit"
     if _POSSIBILITY.search(r.text) and not _OBLIGATION.search(r.text):
         return "a possibility (\"may not remember\"), not a limit"
-    if (m := _DESCRIBES.match(r.text)) and not _CUE_WORD.search(_RELATIVE.split(r.text[m.end():])[0]):
+    if (m := _DESCRIBES.match(r.text)) and not _OBLIGATION.search(_RELATIVE.split(r.text[m.end():])[0]):
         return "what an API is for, not a rule (its rule word describes a noun)"
     if (m := _APPROVED_BY.search(r.text)) and not _modelled(_head(m.group(1)), world):
         return f"an approval by someone no tool, argument or record of this tool set keeps (the {_head(m.group(1))})"
@@ -369,7 +362,11 @@ def outside_why(r: ParsedRule, world: PolicyWorld) -> str | None:
     return None
 
 
-_CUE_WORD = re.compile(r"\b(must|only|cannot|never|should|needs?|required?|always|may not|do not|at most|at least)\b", re.I)
+def _head(phrase: str) -> str:
+    """The head noun of the phrase after "approved by": its last word before a conjunction or preposition."""
+    words = phrase.lower().split()
+    cut = next((i for i, w in enumerate(words) if i and w in _PHRASE_END), len(words))
+    return words[:cut][-1]
 
 
 def _modelled(person: str, world: PolicyWorld) -> bool:

@@ -171,8 +171,7 @@ def candidates(dags: list[TaskDag], tools: dict[str, ToolCode]) -> list[tuple[Ta
             alone, node = solo(dag, w)
             read = tools[name].effect == "read"
             out += [(alone, node, g) for g in _firsts(tools[name].guards)
-                    if g.get("op") in BOUNDARY_OPS and g.get("rule_id") and (not read or _labelled(g))
-                    and (g.get("op") != "arg_not" or _labelled(g))]
+                    if g.get("op") in BOUNDARY_OPS and g.get("rule_id") and (not read or _labelled(g))]
     return [c for c in out if c[2].get("op") != "arg_not" or _labelled(c[2])]
 
 
