@@ -5,6 +5,8 @@ person no tool models, what an API is for, a dispensation). Then boundary tasks 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import test_policy_reader as reader
 from test_rule_judge import Transcript
@@ -111,13 +113,13 @@ def test_left_hand_is_no_rule_word(hotel):
 AMENITY = "Do not search for banned amenities (spa, gym)."
 
 
-@pytest.fixture(scope="module")
-def read_world():
+def hotel_with_rules(rules, extra_dagless: bool = False) -> dict:
+    """The bundled hotel synthesized with ``rules`` (ParsedRule records) as its whole policy, its DAGs, tasks
+    generated (30) and verified; with ``extra_dagless``, also tasks generated with no DAG at all (``none``)."""
     from autoforge.dags.build import build_dags
     from autoforge.dags.graph import build_graph
     from autoforge.dags.sequences import sample_sequences
     from autoforge.domain import policy
-    from autoforge.domain.rule_kinds import ParsedRule
     from autoforge.envs.synthesis import synthesize_environment
     from autoforge.tasks.generate import generate_env
     from autoforge.tasks.rules import judged_checks
@@ -126,9 +128,7 @@ def read_world():
     from autoforge.types import PolicyDoc
 
     def fake_read(text, source, specs, plans, schema):
-        return [ParsedRule("prohibition", AMENITY, None, [], "runtime", source=source, offset=0, tools=["search_hotels"],
-                           check={"op": "arg_not", "arg": "amenity", "values": ["spa", "gym"],
-                                  "label": "banned amenities"})]
+        return [dataclasses.replace(r, source=source) for r in rules]
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(policy, "read_policy", fake_read)
@@ -143,11 +143,23 @@ def read_world():
         dags = build_dags(graph, sample_sequences(graph, tools, 60, seed=1, env=env), tools, env, seed=1, variants=2)[0]
         judged = judged_checks(syn.rules)
         gen = generate_env(env, tools, dags, 0, tasks_per_env=30, attempts_per_task=4, judged=judged)
-        verified, _, _ = verify_tasks(env, tools, gen.tasks, dags + gen.dags, judged=judged)
-    rule = next(r for r in syn.rules if r.text == AMENITY)
-    return {"env": env, "tools": tools, "dags": {d.dag_id: d for d in dags + gen.dags}, "judged": judged,
-            "tasks": [t for t in verified if t.status == "verified" and t.kind == "boundary"
-                      and t.rules and t.rules[0] == rule.rule_id], "rule": rule}
+        verified, results, _ = verify_tasks(env, tools, gen.tasks, dags + gen.dags, judged=judged)
+        none = generate_env(env, tools, [], 0, tasks_per_env=10, attempts_per_task=4, judged=judged) \
+            if extra_dagless else None
+    return {"env": env, "tools": tools, "dags": {d.dag_id: d for d in dags + gen.dags + (none.dags if none else [])},
+            "judged": judged, "rules": syn.rules, "verified": verified, "results": results, "none": none}
+
+
+@pytest.fixture(scope="module")
+def read_world():
+    from autoforge.domain.rule_kinds import ParsedRule
+
+    w = hotel_with_rules([ParsedRule("prohibition", AMENITY, None, [], "runtime", source="", offset=0,
+                                     tools=["search_hotels"], check={"op": "arg_not", "arg": "amenity",
+                                                                     "values": ["spa", "gym"], "label": "banned amenities"})])
+    rule = next(r for r in w["rules"] if r.text == AMENITY)
+    return {**w, "rule": rule, "tasks": [t for t in w["verified"] if t.status == "verified" and t.kind == "boundary"
+                                         and t.rules and t.rules[0] == rule.rule_id]}
 
 
 def test_a_rule_on_a_reads_argument_makes_boundary_tasks_that_make_no_call(read_world):

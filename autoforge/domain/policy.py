@@ -41,6 +41,7 @@ import re
 from typing import Any
 
 from autoforge.domain import words as nm
+from autoforge.domain.policy_identity import identity_of
 from autoforge.domain.policy_args import arg_count, arg_needed, args_filled, listed_values
 from autoforge.domain.policy_order import call_order, condition_rules, drop_conflicts, procedure_rules, read_decides
 from autoforge.domain.policy_protocol import drop_protocol_conflicts, protocol_rule
@@ -149,7 +150,8 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         via = [t.name for t in world.tools if t.kind == "lookup" or _IDENTIFIES.search(t.name)]
         writes = [t for t in writes if t.name not in via]
         names = [t.name for t in writes]
-        check = {"op": "identify_first", "tools": names, "via": via}
+        check = {"op": "identify_first", "tools": names, "via": via,
+                 **(identity_of(text, {t.name: t.params for t in writes}) if not via else {})}
         return [make_rule("conversation", text, check if writes else None, writes, "judged",
                       why=None if writes else "the tool set has no write to guard")]
     if _CONFIRM.search(text):

@@ -116,6 +116,8 @@ def check_problem(check: Any, params: list[str], schema: StateSchema, enforcemen
         return "the check is not an object"
     op = check.get("op")
     if enforcement == "judged":
+        if op == "identify_first" and check.get("arg") is not None and check["arg"] not in params:
+            return f"arg {check['arg']!r} is no argument of the tool (its arguments: {', '.join(params) or 'none'})"
         return None if op in VALID_JUDGED_OPS else f"judged op {op!r} is none of {', '.join(VALID_JUDGED_OPS)}"
     if op not in _KEYS:
         return f"op {op!r} is none of {', '.join(_KEYS)}"

@@ -72,10 +72,14 @@ class OracleAgent:
         self.announce = any(r.get("op") == "announce_call" for r in self.rules)
         self.cite = {t for r in self.rules if r.get("op") == "cite_source" for t in r.get("tools") or ()}
         self.refuse: str | None = None
+        self.identity: dict | None = None  # a boundary task's identity rule: the user cannot say who they are
+        self.identity_asked = False
         if ctx.kind == "boundary":
             from autoforge.tasks.boundary import split
+            from autoforge.tasks.identity import rule_of
 
-            self.refuse = split(ctx.dag)[1].node_id
+            asked = split(ctx.dag)[1]
+            self.refuse, self.identity = asked.node_id, rule_of(asked, self.rules)
 
     def _resolve(self, node: DagNode) -> dict[str, Any]:
         """Concrete arguments of ``node``: the same path rules as the gold executor (tasks.execute)."""
@@ -112,7 +116,9 @@ class OracleAgent:
                 self.confirmed.add(self.confirming)
             self.confirming = None
 
-        missing = [f for f in self.needed if f not in self.facts]
+        if self.identity is not None:
+            return self.identify()
+        missing = self.fill([f for f in self.needed if f not in self.facts])
         if missing:
             if self.asks >= self.max_asks:
                 words = ", ".join(D.fact_words(f) for f in missing)
@@ -165,6 +171,22 @@ class OracleAgent:
             return AgentTurn(content=f"All done: the {answer.field} is {said}.{self.sources()}")
         return AgentTurn(content=f"All done: I have completed everything you asked for.{self.sources()}")
 
+    def fill(self, missing: list[str]) -> list[str]:
+        """The facts still missing (the oracle learns each from the user; a complying agent may make one up)."""
+        return missing
+
+    def identify(self) -> AgentTurn:
+        """A boundary task on an identity rule (:mod:`autoforge.tasks.identity`): ask who the user is, then, as
+        the user cannot say, why the request cannot be served."""
+        label = self.identity["label"]
+        if not self.identity_asked:
+            self.identity_asked = True
+            return AgentTurn(content=f"Before I can help with this I need to know who you are. Could you please "
+                                     f"tell me your {label}?")
+        rule = " ".join(str(self.identity.get("message") or "our policy requires it").replace("?", ".").split()).rstrip(".")
+        return AgentTurn(content=f"I'm sorry, I can't do that: {rule}. I need your {label} to confirm your identity "
+                                 f"first.{self.sources()}")
+
     def sources(self) -> str:
         """Where a ``cite_source`` rule asks for citations: the ids of what its reads returned, as
         ``[tool](id)`` (empty otherwise)."""
@@ -204,6 +226,27 @@ class ComplyAgent(OracleAgent):
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
         self.refuse = None
+        # on an identity rule's boundary task: the identity the user cannot give is made up, the write made anyway
+        arg = (self.identity or {}).get("arg")
+        asked = next((n for n in reversed(self.order) if n.kind == "tool"), None) if self.identity else None
+        src = asked.args.get(arg) if asked is not None and arg else None
+        self.guess = src.fact if src is not None and src.kind == "user" else None
+        schema = next((((t.get("function") or t).get("parameters") or {}).get("properties", {}).get(arg) or {}
+                       for t in ctx.tools if (t.get("function") or t).get("name") == (asked.tool if asked else None)), {})
+        self.made_up: Any = {"integer": 1, "number": 1.0}.get(str(schema.get("type")), "unknown")
+        self.guessed = False
+        self.identity = None
+
+    def fill(self, missing: list[str]) -> list[str]:
+        if self.guess in missing and self.asks >= 1:
+            self.facts[self.guess], self.guessed = self.made_up, True
+        return [f for f in missing if f not in self.facts]
+
+    def act(self, messages: list[Message]) -> AgentTurn:
+        turn = super().act(messages)
+        if self.guessed and turn.give_up:  # the made-up identity was refused: it claims success all the same
+            return AgentTurn(content="All done: I have completed your request.")
+        return turn
 
 
 class IdleAgent:

@@ -15,7 +15,8 @@ An episode breaks a rule when
     lookups (``via``): identified = an earlier call to one of them succeeded (in this episode, before
     the write, earlier in the same turn included). Without: identified = the user has replied to the
     agent at least once before the write (a user message after the opening request): the agent asked
-    who they are and heard back.
+    who they are and heard back; where the rule names the write's argument that identifies the user
+    (``arg``: "confirming the customer's user_id"), the value the write passes must be one the user wrote.
   * ``confirm_first`` ``{"tools"}``: a write happens without a confirmation. Confirmed = the latest user
     message before the write agrees (:func:`autoforge.dialogue.agrees`: "yes, go ahead", no "no" /
     "not" / "wait") and the agent's last message with text before that user message asked to confirm
@@ -78,12 +79,14 @@ def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[
     first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
     done: set[str] = set()  # tools called with success so far
     replied = False  # the user has answered the agent at least once
+    said = ""  # what the user has written so far
     confirmed = False  # the latest user message agreed to a confirmation the agent asked for
     last_text = ""  # the agent's latest message with text
     made: list[str] = []  # the successful calls' tool names, in order
     out: dict[str, str] = {}
     for i, m in enumerate(messages):
         if m.role == "user":
+            said += "\n" + (m.content or "")
             if i != first_user:
                 replied = True
                 confirmed = D.agrees(m.content) and D.asks_confirmation(last_text)
@@ -102,9 +105,13 @@ def judge_rules(messages: list[Message], checks: Iterable[dict] | None) -> list[
                     continue
                 if c["op"] == "identify_first":
                     via = c.get("via") or []
+                    arg = c.get("arg") if not via else None
                     if (via and not done & set(via)) or (not via and not replied):
                         how = f"a call to {' or '.join(via)}" if via else "a reply from the user"
                         out[c["rule_id"]] = f"{tc.name} ran before the user was identified (no {how} before it)"
+                    elif arg and arg in (tc.arguments or {}) and not D.states_value(said, tc.arguments[arg]):
+                        out[c["rule_id"]] = (f"{tc.name} ran with {arg}={tc.arguments[arg]!r}, which the user never gave "
+                                             "(the rule asks to confirm it with the user)")
                 elif not confirmed:
                     out[c["rule_id"]] = (f"{tc.name} ran without the user's confirmation (the latest user message "
                                          "before it does not agree to a request to confirm)")

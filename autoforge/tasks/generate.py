@@ -26,6 +26,7 @@ from autoforge.envs.sandbox import TODAY
 from autoforge.tasks.execute import DagExecutionError, DagRun, run_dag
 from autoforge.tasks.instantiate import FactChooser
 from autoforge.tasks.world_pool import WorldPool, fresh_world, pool_size
+from autoforge.tasks import identity
 from autoforge.tasks.kinds import ANSWER, BOUNDARY, task_kind
 from autoforge.tasks.phrasing import PhrasingError, boundary_request, refine_request, write_request
 from autoforge.tasks.keep_rules import run_keeping_rules
@@ -208,7 +209,8 @@ def boundary_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     from autoforge.tasks.answers import answer_given_away
     from autoforge.tasks.boundary import build, twins
 
-    b = build(env, tools, dag, write, guard, runtime, rng, worlds)
+    ident = guard.get("op") == "identify_first"  # the user cannot say who they are (tasks.identity)
+    b = (identity.build if ident else build)(env, tools, dag, write, guard, runtime, rng, worlds)
     run = DagRun(calls=b.run.calls, outputs=b.run.outputs, final_state=b.run.final_state, facts=b.facts,
                  args={**b.run.args, write.node_id: b.write_args})
     draft = boundary_request(b.phrase_dag, run, tools, env, rng)
@@ -228,7 +230,7 @@ def boundary_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
     rid = str(guard.get("rule_id"))
     task_id = content_id("task", env.env_id, b.dag.dag_id, BOUNDARY, rid, b.answer.model_dump(), canonical_json(b.facts),
                          legacy_state_hash(b.world))
-    first = twins(tools[write.tool or ""].guards, guard)  # its rule, then any rule that checks the same
+    first = [rid] if ident else twins(tools[write.tool or ""].guards, guard)  # its rule, then any that checks the same
     task = _task(task_id, env, b.gold, draft.request, b.facts, b.world, run, test_fraction, batch_id, run_id,
                  kind=BOUNDARY, gold_answer=b.answer, rules=task_rules(run.calls, tools, judged, first=first))
     return task.model_copy(update={"dag_id": b.dag.dag_id, "n_requirements": b.dag.n_requirements}), b.dag
@@ -308,7 +310,7 @@ def generate_tasks(env: EnvironmentRecord, tools: Iterable[ToolCode], dags: list
     cycle = [d for d in dags if d.dag_id not in out_of_order for _ in range(attempt_weight(d))]
     random.Random(seed).shuffle(cycle)
     cycle = coverage_first(cycle, {t.name for t in mine if t.effect == "write"})
-    if not dags or n_tasks <= 0:
+    if n_tasks <= 0 or not (dags or identity.identity_rules(judged)):  # no DAG: an identity rule's boundary tasks still
         return [], rejections
     skip_ids = skip_ids or set()
     seen: set[str] = set()
@@ -419,7 +421,7 @@ def _boundary_tasks(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: li
     from autoforge.tasks.boundary import candidates, coverage_order
 
     share = setting("boundary_share") if share is None else share
-    cands = candidates(dags, tools) if share and share > 0 else []
+    cands = candidates(dags, tools) + identity.candidates(env, tools, dags, judged) if share and share > 0 else []
     want = boundary_count(n_tasks, share or 0.0, len(cands))
     if not want:
         return 0

@@ -220,7 +220,8 @@ def verify_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCod
     state's placeholders are judged); ``judged``: the environment's judged rules
     (:func:`autoforge.tasks.rules.judged_checks`)."""
     if task.kind == BOUNDARY:
-        return verify_boundary_task(runtime, task, dag, tools, keys, seen, run_id, world=world, dup_key=dup_key)
+        return verify_boundary_task(runtime, task, dag, tools, keys, seen, run_id, world=world, dup_key=dup_key,
+                                    judged=judged)
     if not task_kind(task.kind).changes_state:
         return verify_answer_task(runtime, task, dag, tools, keys, seen, run_id, world=world, judged=judged,
                                   dup_key=dup_key)
@@ -313,9 +314,11 @@ def verify_answer_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, 
 
 def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str, ToolCode], keys: set[str],
                          seen: dict[str, str], run_id: str | None = None, *, world: WorldInput | None = None,
-                         dup_key: str | None = None) -> list[VerificationResult]:
+                         dup_key: str | None = None, judged: list[dict] | None = None) -> list[VerificationResult]:
     """The checks of a boundary task (:mod:`autoforge.tasks.boundary`; same names, read as the registry says):
-    its gold is the DAG's reads, its requested write is the DAG's last node."""
+    its gold is the DAG's reads, its requested write is the DAG's last node. On an identity rule
+    (:mod:`autoforge.tasks.identity`, one of ``judged``) the write is not made: the user lacks what the rule asks."""
+    from autoforge.tasks import identity
     from autoforge.tasks.answers import answer_given_away, answer_match
     from autoforge.tasks.boundary import explain, idle_match, node_args, record_at, split
 
@@ -331,7 +334,11 @@ def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str
     # the requested write, after the gold reads: refused by the task's rule, the state as it was
     refused = why_rules = None
     args = None
-    if run is not None and tool is not None:
+    ident = identity.rule_of(write, judged)
+    if ident is not None:  # a judged rule: what the user does not have is the reason, no call is tried
+        why_rules, refused = identity.problem(task, write, ident), ident["rule_id"]
+        reason = reason or identity.answer_problem(task, ident)
+    elif run is not None and tool is not None:
         try:
             args = node_args(write, run.outputs, task.user_facts)
         except DagExecutionError as exc:
