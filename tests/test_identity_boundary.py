@@ -72,6 +72,7 @@ def test_boundary_tasks_on_an_identity_rule_make_no_call_and_name_what_is_needed
     oracle = play(identity_world, tasks, OracleAgent, "oracle")
     assert [e.reward for e in oracle] == [1.0] * len(tasks), [(e.termination_detail, e.reward_info) for e in oracle]
     assert all(e.rule_breaks == [] for e in oracle)
+    assert all(any("don't have my guest id" in (m.content or "") for m in e.messages if m.role == "user") for e in oracle)
     assert [e.reward for e in play(identity_world, tasks, Idle, "idle")] == [0.0] * len(tasks)
     comply = play(identity_world, tasks, Comply, "comply")
     assert [e.reward for e in comply] == [0.0] * len(tasks)

@@ -31,6 +31,7 @@ plan is kept in ``Episode.diagnostics["user"]``.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +138,9 @@ def _last_agent_message(messages: list[Message]) -> str:
 # --------------------------------------------------------------------------- offline user
 
 
+_ASKS_YOUR = re.compile(r"\b(?:tell|give|send|provide|share)\s+(?:me|us)\s+(?:with\s+)?your\s+([\w' -]{2,40}?)\s*[?.]", re.I)
+
+
 class OfflineUser:
     """The scripted user (see module docstring). One instance per episode."""
 
@@ -198,6 +202,9 @@ class OfflineUser:
         self.unhelpful += 1
         if self.unhelpful > self.max_unhelpful:
             return UserTurn(f"I don't think we're getting anywhere, so I'll stop here. {D.STOP}", stop=True, gave_up=True)
+        lacks = _ASKS_YOUR.search(text)
+        if lacks:  # asked for something of theirs they were never given (an identity the task withholds)
+            return UserTurn(f"Sorry, I don't have my {lacks.group(1).strip()} with me. Please go ahead with my request.")
         if D.is_request(text):
             return UserTurn("I'm not sure about that — I've told you what I know. Please go ahead with my request.")
         return UserTurn("Please go ahead with my request and let me know when it's done.")
