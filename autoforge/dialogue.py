@@ -99,7 +99,8 @@ def mentioned_facts(text: str, keys: Iterable[str]) -> list[str]:
     hits = [k for k in keys if names_fact(text, k)]
     out = []
     for k in hits:
-        longer = [h for h in hits if h != k and fact_words(k) in fact_words(h) and names_fact(text, h)]
+        longer = [h for h in hits if h != k and fact_words(k) in fact_words(h) and fact_words(k) != fact_words(h)
+                  and names_fact(text, h)]  # two facts named alike are one detail to the user (phoneNumber, phone_number)
         if longer:
             stripped = text
             for h in longer:
@@ -180,12 +181,14 @@ def fact_line(key: str, value: Any) -> str:
 
 
 def parse_fact_lines(text: str, keys: Iterable[str]) -> dict[str, Any]:
-    """Facts stated as ``- words: value`` lines, mapped back to their keys (unknown names ignored)."""
-    by_words = {fact_words(k): k for k in keys}
+    """Facts stated as ``- words: value`` lines, mapped back to their keys (unknown names ignored; a line fills
+    every key named alike: ``phoneNumber`` and ``phone_number`` are the user's one phone number)."""
+    by_words: dict[str, list[str]] = {}
+    for k in keys:
+        by_words.setdefault(fact_words(k), []).append(k)
     out: dict[str, Any] = {}
     for words, raw in _FACT_LINE.findall(text or ""):
-        key = by_words.get(fact_words(words))
-        if key is not None:
+        for key in by_words.get(fact_words(words), ()):
             out[key] = parse_value(raw)
     return out
 

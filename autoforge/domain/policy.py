@@ -150,8 +150,8 @@ def _conversation(st: Statement, world: PolicyWorld) -> list[ParsedRule]:
         via = [t.name for t in world.tools if t.kind == "lookup" or _IDENTIFIES.search(t.name)]
         writes = [t for t in writes if t.name not in via]
         names = [t.name for t in writes]
-        check = {"op": "identify_first", "tools": names, "via": via,
-                 **(identity_of(text, {t.name: t.params for t in writes}) if not via else {})}
+        check = {"op": "identify_first", "tools": names, "via": via, **identity_of(
+            text, {t.name: t.params for t in writes}, {t.name: t.params for v in via for t in world.tools if t.name == v})}
         return [make_rule("conversation", text, check if writes else None, writes, "judged",
                       why=None if writes else "the tool set has no write to guard")]
     if _CONFIRM.search(text):

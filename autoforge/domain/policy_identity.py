@@ -10,7 +10,10 @@ identity") is kept by asking the user who they are before the write. What it ask
 - an argument of a bound write named in the sentence ("confirming the customer's user_id", "verify the
   customer id"): ``arg`` is that argument, ``label`` its words ("user id");
 - "<thing> is required to confirm / verify (your) identity", "confirm (your) identity with / using / by
-  (your) <thing>": ``label`` is the thing ("driver's license"), no ``arg``.
+  (your) <thing>": ``label`` is the thing ("driver's license"), no ``arg``;
+- a rule with lookups (``via``: "identify the caller by the email address on the account" with
+  ``find_customer_id_by_email(email)``): what the user gives a lookup (the parameter the sentence names, or
+  the first lookup's), no ``arg``.
 
 Neither: no label (the rule is judged as before; it makes no boundary task).
 """
@@ -50,19 +53,37 @@ def _named_arg(text: str, params: dict[str, Any]) -> str | None:
     return None
 
 
-def identity_of(text: str, params_of: dict[str, dict[str, Any]]) -> dict[str, str]:
+def identity_of(text: str, params_of: dict[str, dict[str, Any]], lookups: dict[str, dict[str, Any]] | None = None
+                ) -> dict[str, str]:
     """``{"label": ..., "arg": ...}`` (either may be absent) of an identify-first sentence over the bound
-    writes' parameters (``params_of``: tool name -> parameters); ``arg`` only where every bound write takes it."""
+    writes' parameters (``params_of``: tool name -> parameters); ``arg`` only where every bound write takes it.
+    With ``lookups`` (the rule's lookups, name -> parameters, in the rule's order) the label is what the user
+    gives a lookup: the parameter the sentence names ("the email address on your account"), else the sentence's
+    own words, else the first lookup's first parameter; there is no ``arg`` (the write takes what the lookup
+    found)."""
     text = text.replace("\u2019", "'").replace("\u2018", "'")
+    if lookups:
+        said = next((p for params in lookups.values() if (p := _named_arg(text, params))), None)
+        if said:
+            return {"label": fact_words(said)}
+        first = next((list(params) for params in lookups.values() if params), [])
+        own = _own_words(text)
+        return {"label": own} if own else ({"label": fact_words(first[0])} if first else {})
     named = {t: _named_arg(text, params) for t, params in params_of.items()}
     args = set(named.values())
     if params_of and len(args) == 1 and None not in args:
         arg = args.pop()
         return {"label": fact_words(arg), "arg": arg}
+    own = _own_words(text)
+    return {"label": own} if own else {}
+
+
+def _own_words(text: str) -> str | None:
+    """What the sentence itself says identifies the user ("<thing> is required to confirm your identity")."""
     for form in (_REQUIRED, _WITH):
         m = form.search(text)
         if m:
             thing = _thing(m.group(1))
             if thing and thing not in ("it", "this", "that", "which", "what"):
-                return {"label": thing}
-    return {}
+                return thing
+    return None

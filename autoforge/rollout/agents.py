@@ -183,9 +183,9 @@ class OracleAgent:
             self.identity_asked = True
             return AgentTurn(content=f"Before I can help with this I need to know who you are. Could you please "
                                      f"tell me your {label}?")
-        rule = " ".join(str(self.identity.get("message") or "our policy requires it").replace("?", ".").split()).rstrip(".")
-        return AgentTurn(content=f"I'm sorry, I can't do that: {rule}. I need your {label} to confirm your identity "
-                                 f"first.{self.sources()}")
+        # the rule's sentence is not quoted: it may name other details (a phone number) the user would offer again
+        return AgentTurn(content=f"I'm sorry, I can't do that: our policy asks me to confirm who you are first, and "
+                                 f"I need your {label} for that.{self.sources()}")
 
     def sources(self) -> str:
         """Where a ``cite_source`` rule asks for citations: the ids of what its reads returned, as
@@ -234,17 +234,17 @@ class ComplyAgent(OracleAgent):
         schema = next((((t.get("function") or t).get("parameters") or {}).get("properties", {}).get(arg) or {}
                        for t in ctx.tools if (t.get("function") or t).get("name") == (asked.tool if asked else None)), {})
         self.made_up: Any = {"integer": 1, "number": 1.0}.get(str(schema.get("type")), "unknown")
-        self.guessed = False
+        self.guessed = self.identity is not None  # what it says when its write fails there: that it is done
         self.identity = None
 
     def fill(self, missing: list[str]) -> list[str]:
         if self.guess in missing and self.asks >= 1:
-            self.facts[self.guess], self.guessed = self.made_up, True
+            self.facts[self.guess] = self.made_up
         return [f for f in missing if f not in self.facts]
 
     def act(self, messages: list[Message]) -> AgentTurn:
         turn = super().act(messages)
-        if self.guessed and turn.give_up:  # the made-up identity was refused: it claims success all the same
+        if self.guessed and turn.give_up:  # the write without an identity failed: it claims success all the same
             return AgentTurn(content="All done: I have completed your request.")
         return turn
 

@@ -191,7 +191,7 @@ class OfflineUser:
         asked = D.asks_for_facts(text, list(self.task.user_facts))
         if asked:
             answers = [self._fact_answer(k) for k in asked]
-            lines = [a for a in answers if a.startswith("- ")]
+            lines = list(dict.fromkeys(a for a in answers if a.startswith("- ")))  # facts named alike: one line
             notes = [a for a in answers if not a.startswith("- ")]
             body = ("Sure, here you go:\n" + "\n".join(lines)) if lines else ""
             return UserTurn("\n".join(x for x in [body, *notes] if x))

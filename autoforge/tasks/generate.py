@@ -161,7 +161,12 @@ def generate_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskD
 
 def _task(task_id: str, env: EnvironmentRecord, dag: TaskDag, request: str, facts: dict[str, Any], world: dict, run: Any,
           test_fraction: float, batch_id: str | None, run_id: str | None, **kind: Any) -> Task:
-    """The Task record of a gold run (``kind``: kind/gold_answer for answer tasks)."""
+    """The Task record of a gold run (``kind``: kind/gold_answer for answer tasks). Two facts named alike
+    (``phoneNumber``, ``phone_number``) with different values are refused (``indistinct_facts``): the user
+    could not tell the agent which is which."""
+    why = indistinct_facts(facts)
+    if why:
+        raise PhrasingError("indistinct_facts", why)
     n_tools = sum(1 for n in dag.nodes if n.kind == "tool")
     return Task(
         task_id=task_id, env_id=env.env_id, dag_id=dag.dag_id, request=request,
@@ -170,6 +175,18 @@ def _task(task_id: str, env: EnvironmentRecord, dag: TaskDag, request: str, fact
         dag_depth=dag_depth(dag), n_reasoning_nodes=len(dag.nodes) - n_tools, n_requirements=dag.n_requirements,
         status="generated", split=split_of(task_id, test_fraction), batch_id=batch_id, run_id=run_id, **kind,
     )
+
+
+def indistinct_facts(facts: dict[str, Any]) -> str | None:
+    """Why two of ``facts`` cannot be told apart in a dialogue (named alike, different values), or None."""
+    from autoforge.dialogue import fact_words
+
+    seen: dict[str, str] = {}
+    for k in sorted(facts):
+        other = seen.setdefault(fact_words(k), k)
+        if other != k and canonical_json(facts[other]) != canonical_json(facts[k]):
+            return f"facts {other} and {k} are both the user's {fact_words(k)}, with different values"
+    return None
 
 
 def _answer_task(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, runtime: Any, rng: random.Random,

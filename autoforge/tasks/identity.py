@@ -1,16 +1,19 @@
 """Boundary tasks on an identify-first rule: the user cannot say who they are (issue 33).
 
-An ``identify_first`` rule without lookups ("NEVER provide account balances or book appointments without
-first confirming the customer's user_id"; "Your valid driver's license is required to confirm your
-identity") forbids a write for a user who has not identified. Where the rule says what identifies the user
-(its ``label``, and the write's argument ``arg`` that carries it: :mod:`autoforge.domain.policy_identity`),
-its boundary is a user who asks for the write without having that:
+An ``identify_first`` rule ("NEVER provide account balances or book appointments without first confirming
+the customer's user_id"; "Your valid driver's license is required to confirm your identity"; "Before a
+rental is changed you will be identified by the email address on your account", with a lookup) forbids a
+write for a user who has not identified. Where the rule says what identifies the user (its ``label``; without
+lookups, the write's argument ``arg`` that carries it: :mod:`autoforge.domain.policy_identity`), its boundary
+is a user who asks for the write without having that:
 
-1. the write ``W`` alone (from a DAG that holds it, or from its schema where no DAG does: a tool set whose
-   sequences all fail still has its rule taught) runs on a fresh world, choosing the user's facts as for
-   any task;
-2. the task's facts are those, less ``arg``'s (the user does not have it); the request asks for ``W`` in
-   the words of any request (:func:`autoforge.tasks.phrasing.boundary_request`), never naming the label;
+1. without lookups, the write ``W`` alone (from a DAG that holds it, or from its schema where no DAG does: a
+   tool set whose sequences all fail still has its rule taught) runs on a fresh world, choosing the user's
+   facts as for any task; with lookups, ``W`` and what it reads from, in a DAG where a lookup the user's
+   own values feed comes before it;
+2. the task's facts are those, less ``arg``'s or the lookups' (the user does not have them); the request asks
+   for ``W`` alone, with the user's own values (:func:`autoforge.tasks.phrasing.boundary_request`), never
+   naming the label;
 3. the gold makes no call; the fact that says why is the label ("user id", "driver's license"), checked
    in the final message like an answer.
 
@@ -27,7 +30,8 @@ import copy
 import random
 from typing import Any
 
-from autoforge.tasks.boundary import Boundary, idle_match, solo
+from autoforge.dags.build import topo_order
+from autoforge.tasks.boundary import Boundary, _sub_dag, ancestors, idle_match, solo
 from autoforge.tasks.execute import DagExecutionError, DagRun
 from autoforge.types import ArgSource, DagNode, EnvironmentRecord, GoldAnswer, TaskDag, ToolCode, content_id
 
@@ -35,8 +39,8 @@ RULE_KEY = "boundary_rule"  # a requested call's params: the judged rule its bou
 
 
 def identity_rules(judged: list[dict] | None) -> list[dict]:
-    """The judged identify-first rules without lookups that say what identifies the user."""
-    return [c for c in judged or () if c.get("op") == "identify_first" and not c.get("via") and c.get("rule_id")
+    """The judged identify-first rules that say what identifies the user."""
+    return [c for c in judged or () if c.get("op") == "identify_first" and c.get("rule_id")
             and str(c.get("label") or "").strip()]
 
 
@@ -65,12 +69,31 @@ def candidates(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: list[Ta
             tool = tools.get(name)
             if tool is None or (rule.get("arg") and rule["arg"] not in _params(tool)):
                 continue
+            if rule.get("via"):  # the shortest DAG that looks the user up, then makes the write
+                held = sorted(((len(_part(d, n, rule)), d.dag_id, d, n) for d in dags if d.answer is None
+                               for n in d.nodes if n.tool == name and _lookups(d, n, rule)), key=lambda x: x[:2])
+                if held:
+                    out.append((held[0][2], held[0][3], rule))
+                continue
             held = next(((d, n) for d in dags if d.answer is None for n in d.nodes if n.tool == name), None)
             dag, w = solo(*held) if held else spec_dag(env.env_id, tool)
             if rule.get("arg") and (w.args.get(rule["arg"]) is None or w.args[rule["arg"]].kind != "user"):
                 continue
             out.append((dag, w, rule))
     return out
+
+
+def _lookups(dag: TaskDag, w: DagNode, rule: dict) -> list[DagNode]:
+    """The lookups of ``rule`` that come before ``w`` in ``dag`` and take only the user's values."""
+    order = [n.node_id for n in topo_order(dag)]
+    return [n for n in dag.nodes if n.tool in rule["via"] and n.args and all(s.kind == "user" for s in n.args.values())
+            and order.index(n.node_id) < order.index(w.node_id)]
+
+
+def _part(dag: TaskDag, w: DagNode, rule: dict) -> list[DagNode]:
+    """What runs for ``w``'s identity task: its lookups, what ``w`` reads from, then ``w``."""
+    keep = {n.node_id for n in _lookups(dag, w, rule)} | ancestors(dag, w.node_id)
+    return [n for n in dag.nodes if n.node_id in keep] + [w]
 
 
 def _without(node: DagNode, arg: str | None) -> DagNode:
@@ -86,13 +109,22 @@ def build(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, w: D
 
     world = fresh_world(env, rng, worlds)
     facts: dict[str, Any] = {}
-    first = run_keeping_rules(runtime, dag, world, facts, FactChooser(env, tools, rng, facts, dag), tools, env)
+    run = _sub_dag(dag, _part(dag, w, rule), [], "boundary-run") if rule.get("via") else dag
+    first = run_keeping_rules(runtime, run, world, facts, FactChooser(env, tools, rng, facts, run), tools, env)
     arg = rule.get("arg")
-    args = {k: v for k, v in first.args[w.node_id].items() if k != arg}
-    hidden = w.args[arg].fact if arg else None
-    facts = {k: v for k, v in facts.items() if k != hidden}
-    if hidden is not None and any(s.kind == "user" and s.fact == hidden for k, s in w.args.items() if k != arg):
-        raise DagExecutionError("boundary_unfit", f"the user gives {hidden} for another argument of {w.tool} too")
+    hidden = {w.args[arg].fact} if arg else {s.fact for n in run.nodes if n.tool in (rule.get("via") or ())
+                                              for s in n.args.values() if s.kind == "user"}
+    kept = {s.fact for n in run.nodes if n.tool not in (rule.get("via") or ()) for k, s in n.args.items()
+            if s.kind == "user" and not (n.node_id == w.node_id and k == arg)}
+    if hidden & kept:
+        raise DagExecutionError("boundary_unfit", f"the user gives {sorted(hidden & kept)[0]} for another argument too")
+    facts = {k: v for k, v in facts.items() if k not in hidden}
+    made = first.args[w.node_id]
+    if rule.get("via"):  # the write alone, asked with the user's own values (what a lookup found is never theirs)
+        dag, w = solo(dag, w)
+        w = w.model_copy(update={"args": {k: s for k, s in w.args.items() if s.fact in facts}})
+        arg = None
+    args = {k: v for k, v in made.items() if k in w.args and k != arg}
     label = " ".join(str(rule["label"]).split())
     answer = GoldAnswer(value=label, kind="string", field="reason")
     if idle_match(answer):

@@ -29,6 +29,7 @@ from collections import Counter
 from typing import Any
 
 from autoforge.dags.gates import feeding_write, gate_of
+from autoforge.dialogue import fact_words
 from autoforge.domain import words as nm
 from autoforge.domain.coherence import cohere
 from autoforge.domain.keys import PERSON, is_key_param, key_fields, param_schemas
@@ -339,6 +340,18 @@ class FactChooser:
         attempt is rejected when no other value works)."""
         key = f"field:{node.params.get('field')}" if node.kind == "reasoning" else arg
         used = self.used.setdefault(key, [])
+        src = node.args.get(arg)
+        twin = next((k for k in self.facts if src is not None and k != src.fact
+                     and fact_words(k) == fact_words(src.fact or "")), None) if node.kind == "tool" else None
+        if twin is not None and self.facts[twin] not in used and self.fits(node, arg, self.facts[twin]):
+            used.append(self.facts[twin])  # the user's one phone number, whatever a tool calls it
+            return self.facts[twin]
+        strict = self.strict_twin(node, src.fact) if twin is None and src is not None and node.kind == "tool" else None
+        for _ in range(6 if strict else 0):  # a later tool asks for it in a format: drawn in that one, if this fits it
+            v = self.choose(strict[0], strict[1], {}, env)
+            if v not in used and self.fits(node, arg, v):
+                used.append(v)
+                return v
         guards = self.guards_on(node, arg)
         state = env.get_state() if guards else None
         breaking = None  # a value that keeps no rule: the last resort (the gold run is then refused, reason policy_rule)
@@ -357,6 +370,25 @@ class FactChooser:
             used.append(v)
             return v
         raise DagExecutionError("duplicate_fact", f"every value for {arg} is already another fact's ({v!r})", node.node_id)
+
+    def strict_twin(self, node: DagNode, fact: str | None) -> tuple[DagNode, str] | None:
+        """(node, argument) of another fact named like ``fact`` whose argument has a pattern (None: none)."""
+        for n in (self.dag.nodes if self.dag is not None else ()):
+            for a, s in (n.args.items() if n.kind == "tool" and n is not node and n.tool in self.tools else ()):
+                if s.kind == "user" and s.fact != fact and fact_words(s.fact or "") == fact_words(fact or "") \
+                        and (param_schemas(self.tools[n.tool]).get(a) or {}).get("pattern"):
+                    return n, a
+        return None
+
+    def fits(self, node: DagNode, arg: str, value: Any) -> bool:
+        """Does ``value`` pass ``node``'s tool's schema for ``arg`` (its type and pattern)?"""
+        pschema = param_schemas(self.tools[node.tool or ""]).get(arg) or {}
+        typ = pschema.get("type")
+        if typ == "string" and not isinstance(value, str) or typ in ("integer", "number") and (
+                isinstance(value, bool) or not isinstance(value, (int, float))):
+            return False
+        pat = pschema.get("pattern")
+        return not (pat and isinstance(value, str) and re.search(pat, value) is None)
 
     def guards_on(self, node: DagNode, arg: str) -> list[dict]:
         """The runtime rules of a write's tool that read argument ``arg`` (its value is drawn so the gold
