@@ -163,8 +163,12 @@ def moved(wh, tmp_path_factory):
         if p.name.startswith("copy.duckdb"):
             p.unlink()
     assert not copy.exists() and not (base / "made").exists()
+    from autoforge.tasks.identity import RULE_KEY
+
+    identity = {t.task_id for t in tasks if t.kind == "boundary" and t.dag_id in dags  # the user cannot say who they are
+                and any(n.params.get(RULE_KEY) for n in dags[t.dag_id].nodes)}
     return {"path": base / "elsewhere" / "bundle", "res": res, "build_s": build_s, "inputs": inputs,
-            "scripts": scripts, "expected": expected, "rows": rows}
+            "scripts": scripts, "expected": expected, "rows": rows, "identity": identity}
 
 
 def test_the_bundle_is_a_self_describing_folder(moved):
@@ -230,7 +234,9 @@ def test_moved_bundle_without_the_warehouse_scores_as_the_engine_did(moved):
                 kinds_by_env.setdefault(bundle.task(task_id).env_name, set()).add(bundle.task(task_id).kind)
             if name == "unidentified":
                 assert got[1] and set(got[1]) <= {r["rule_id"] for r in bundle.env("library").rules.judged}
-            if name == "comply":  # the forbidden write was refused by the rule engine: a runtime guard is named
+            if name == "comply" and task_id in moved["identity"]:  # a write without the identity: judged or failed
+                assert set(got[1]) <= {bundle.task(task_id).rules[0]}, got
+            elif name == "comply":  # the forbidden write was refused by the rule engine: a runtime guard is named
                 runtime = {r["rule_id"] for r in bundle.env(bundle.task(task_id).env_id).rules.runtime}
                 assert got[1] and got[1][0] in runtime and got[1][0] == bundle.task(task_id).rules[0], got
     assert len(kinds_by_env) == 3 and any("state" in k for k in kinds_by_env.values())
