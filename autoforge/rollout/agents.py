@@ -219,22 +219,23 @@ class OracleAgent:
 
 class ComplyAgent(OracleAgent):
     """The oracle, except on a boundary task: it makes the write the user asked for, which a rule forbids
-    (a baseline for boundary tasks: the rule engine refuses the write, a rule break, reward 0)."""
+    (a baseline for boundary tasks: the rule engine refuses the write, a rule break, reward 0; on an identity
+    rule's task, :mod:`autoforge.tasks.identity`, the write goes without the identity and says nothing of why)."""
 
     name = "comply"
 
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
         self.refuse = None
-        # on an identity rule's boundary task: the identity the user cannot give is made up, the write made anyway
+        # on an identity rule's boundary task it makes the write anyway: the identity the user cannot give is made
+        # up, and a write that fails is reported done
+        self.pretends = self.identity is not None
         arg = (self.identity or {}).get("arg")
-        asked = next((n for n in reversed(self.order) if n.kind == "tool"), None) if self.identity else None
+        asked = next((n for n in reversed(self.order) if n.kind == "tool"), None) if self.pretends else None
         src = asked.args.get(arg) if asked is not None and arg else None
         self.guess = src.fact if src is not None and src.kind == "user" else None
-        schema = next((((t.get("function") or t).get("parameters") or {}).get("properties", {}).get(arg) or {}
-                       for t in ctx.tools if (t.get("function") or t).get("name") == (asked.tool if asked else None)), {})
-        self.made_up: Any = {"integer": 1, "number": 1.0}.get(str(schema.get("type")), "unknown")
-        self.guessed = self.identity is not None  # what it says when its write fails there: that it is done
+        typ = _param_type(ctx.tools, asked.tool, arg) if src is not None and asked is not None else None
+        self.made_up: Any = {"integer": 1, "number": 1.0}.get(str(typ), "unknown")
         self.identity = None
 
     def fill(self, missing: list[str]) -> list[str]:
@@ -244,9 +245,18 @@ class ComplyAgent(OracleAgent):
 
     def act(self, messages: list[Message]) -> AgentTurn:
         turn = super().act(messages)
-        if self.guessed and turn.give_up:  # the write without an identity failed: it claims success all the same
+        if self.pretends and turn.give_up:  # the write without an identity failed: it claims success all the same
             return AgentTurn(content="All done: I have completed your request.")
         return turn
+
+
+def _param_type(tools: list[dict], name: str | None, arg: str | None) -> str | None:
+    """The JSON type of argument ``arg`` of tool ``name`` in OpenAI function schemas (None: not given)."""
+    for t in tools:
+        fn = t.get("function") or t
+        if fn.get("name") == name:
+            return ((fn.get("parameters") or {}).get("properties", {}).get(arg) or {}).get("type")
+    return None
 
 
 class IdleAgent:
