@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any, Iterable
 
 STOP = "###STOP###"
@@ -50,6 +51,7 @@ _PLEASANTRY = re.compile(
 )
 
 
+@lru_cache(maxsize=16384)
 def fact_words(key: str) -> str:
     """``customer_email`` -> ``customer email``, ``fuelAmount`` -> ``fuel amount``, ``address1`` ->
     ``address 1`` (how a fact is named in text)."""

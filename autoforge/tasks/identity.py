@@ -70,8 +70,9 @@ def candidates(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: list[Ta
             if tool is None or (rule.get("arg") and rule["arg"] not in _params(tool)):
                 continue
             if rule.get("via"):  # the shortest DAG that looks the user up, then makes the write
-                held = sorted(((len(_part(d, n, rule)), d.dag_id, d, n) for d in dags if d.answer is None
-                               for n in d.nodes if n.tool == name and _lookups(d, n, rule)), key=lambda x: x[:2])
+                held = sorted(((len(part), d.dag_id, d, n) for d in dags if d.answer is None
+                               for n in d.nodes if n.tool == name and _lookups(d, n, rule)
+                               for part in [_part(d, n, rule)]), key=lambda x: x[:2])
                 if held:
                     out.append((held[0][2], held[0][3], rule))
                 continue
@@ -85,9 +86,11 @@ def candidates(env: EnvironmentRecord, tools: dict[str, ToolCode], dags: list[Ta
 
 def _lookups(dag: TaskDag, w: DagNode, rule: dict) -> list[DagNode]:
     """The lookups of ``rule`` that come before ``w`` in ``dag`` and take only the user's values."""
+    mine = [n for n in dag.nodes if n.tool in rule["via"] and n.args and all(s.kind == "user" for s in n.args.values())]
+    if not mine:
+        return []
     order = [n.node_id for n in topo_order(dag)]
-    return [n for n in dag.nodes if n.tool in rule["via"] and n.args and all(s.kind == "user" for s in n.args.values())
-            and order.index(n.node_id) < order.index(w.node_id)]
+    return [n for n in mine if order.index(n.node_id) < order.index(w.node_id)]
 
 
 def _part(dag: TaskDag, w: DagNode, rule: dict) -> list[DagNode]:

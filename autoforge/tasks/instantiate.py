@@ -333,6 +333,7 @@ class FactChooser:
         self.by_pk = {c.primary_key: c for c in env.state_schema.collections}
         self.targets: dict[str, dict] = {}  # node id -> record a lookup aims at
         self.me: dict[str, dict] = {}  # person-like collection -> the record of the user themself
+        self._alike: dict[str, list] | None = None  # the DAG's facts named alike, by their words (:meth:`alike`)
 
     def __call__(self, node: DagNode, arg: str, args: dict[str, Any], env: EnvLike) -> Any:
         """A value for the fact behind ``node.args[arg]``, never one another fact for the same parameter
@@ -341,12 +342,13 @@ class FactChooser:
         key = f"field:{node.params.get('field')}" if node.kind == "reasoning" else arg
         used = self.used.setdefault(key, [])
         src = node.args.get(arg)
-        twin = next((k for k in self.facts if src is not None and k != src.fact
-                     and fact_words(k) == fact_words(src.fact or "")), None) if node.kind == "tool" else None
+        alike = self.alike(src.fact) if node.kind == "tool" and src is not None and src.fact else []
+        twin = next((f for f, _, _ in alike if f in self.facts), None)
         if twin is not None and self.facts[twin] not in used and self.fits(node, arg, self.facts[twin]):
             used.append(self.facts[twin])  # the user's one phone number, whatever a tool calls it
             return self.facts[twin]
-        strict = self.strict_twin(node, src.fact) if twin is None and src is not None and node.kind == "tool" else None
+        strict = next(((n, a) for f, n, a in alike if f not in self.facts and n is not node and n.tool in self.tools
+                       and (param_schemas(self.tools[n.tool]).get(a) or {}).get("pattern")), None) if twin is None else None
         for _ in range(6 if strict else 0):  # a later tool asks for it in a format: drawn in that one, if this fits it
             v = self.choose(strict[0], strict[1], {}, env)
             if v not in used and self.fits(node, arg, v):
@@ -371,14 +373,17 @@ class FactChooser:
             return v
         raise DagExecutionError("duplicate_fact", f"every value for {arg} is already another fact's ({v!r})", node.node_id)
 
-    def strict_twin(self, node: DagNode, fact: str | None) -> tuple[DagNode, str] | None:
-        """(node, argument) of another fact named like ``fact`` whose argument has a pattern (None: none)."""
-        for n in (self.dag.nodes if self.dag is not None else ()):
-            for a, s in (n.args.items() if n.kind == "tool" and n is not node and n.tool in self.tools else ()):
-                if s.kind == "user" and s.fact != fact and fact_words(s.fact or "") == fact_words(fact or "") \
-                        and (param_schemas(self.tools[n.tool]).get(a) or {}).get("pattern"):
-                    return n, a
-        return None
+    def alike(self, fact: str) -> list[tuple[str, DagNode, str]]:
+        """(fact, node, argument) of the DAG's other facts the user would name like ``fact`` (``phoneNumber``
+        and ``phone_number``): the user has one value for them."""
+        if self._alike is None:
+            groups: dict[str, list[tuple[str, DagNode, str]]] = {}
+            for n in (self.dag.nodes if self.dag is not None else ()):
+                for a, s in (n.args.items() if n.kind == "tool" else ()):
+                    if s.kind == "user" and s.fact:
+                        groups.setdefault(fact_words(s.fact), []).append((s.fact, n, a))
+            self._alike = {w: g for w, g in groups.items() if len({f for f, _, _ in g}) > 1}
+        return [x for x in self._alike.get(fact_words(fact), ()) if x[0] != fact] if self._alike else []
 
     def fits(self, node: DagNode, arg: str, value: Any) -> bool:
         """Does ``value`` pass ``node``'s tool's schema for ``arg`` (its type and pattern)?"""
