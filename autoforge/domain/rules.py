@@ -271,6 +271,10 @@ def parse_rules(spec: ToolSpec, coll: CollectionSpec | None = None, verb: str | 
         if arg is not None:
             out.append(arg)
             continue
+        held = _id_of_status(s, param, coll, enum) if param is not None else None
+        if held is not None:  # "Unique ID of the open insurance claim": the record must be open
+            out.append(held)
+            continue
         for r in parse_sentence(s, enum, entity, verb, targets):
             if param is not None and r.kind in ENFORCED_KINDS:
                 r = ParsedRule("unparsed", s)
@@ -284,6 +288,18 @@ def parse_rules(spec: ToolSpec, coll: CollectionSpec | None = None, verb: str | 
         if r.kind == "side_effect" and not r.field:
             r.field = f"{nm.snake(str(result))}_at" if result else "updated_at"
     return out
+
+
+def _id_of_status(sentence: str, param: str, coll: CollectionSpec | None, enum: list[str]) -> ParsedRule | None:
+    """The status an id parameter's own description gives the record it names ("Unique ID of the open insurance
+    claim" on ``claimId``: the claim must be ``Open``), as a source-status rule; None when it gives none."""
+    if coll is None or not enum or nm.snake(param) not in (coll.primary_key, "id"):
+        return None
+    noun = "|".join(re.escape(w) for w in {coll.entity.replace("_", " "), nm.plural(coll.entity).replace("_", " ")})
+    m = re.search(r"\b(?:id|identifier|key|number)\s+of\s+(?:the|an?|this|that)\s+([a-z][\w-]*)\s+(?:[a-z][\w-]*\s+)?"
+                  rf"(?:{noun})\b", sentence, re.I)
+    value = next((e for e in enum if m and e.lower() == m.group(1).lower()), None)
+    return ParsedRule("source_status", sentence, "status", [value]) if value else None
 
 
 def status_mentions(spec: ToolSpec, entity: str | None = None) -> tuple[list[str], list[str], list[str]]:

@@ -35,6 +35,7 @@ from autoforge.domain.ids import ROLE_PEOPLE, documented_id_style, id_param_enti
 from autoforge.domain.outputs import keyed_by, keyed_values, prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
+from autoforge.domain.values import quoted_vocabulary
 from autoforge.domain.tool_kinds import tool_kind
 from autoforge.domain.tools import TOGGLE_VERBS, WRITE_KINDS, ToolPlan, is_selector
 from autoforge.tooldocs.schema import json_type, props, unwrap
@@ -189,6 +190,9 @@ class _Builder:
                         and not f.pattern and f.type == "string":  # ids shown by example: their pattern
                     pre, width = self.id_info[entity]
                     f = f.model_copy(update={"pattern": f"^{pre}\\d{{{width}}}$"})
+                if f.name == "status" and not f.enum and f.type == "string" and quoted_vocabulary(f.description or ""):
+                    # "Claim can be in Open or Closed state.": the documented values, as a schema's enum would be
+                    f = f.model_copy(update={"enum": quoted_vocabulary(f.description or "")})
                 if f.name == "status" and (c.status_words or c.status_targets) and f.type not in ("object", "array", "boolean", "number", "integer"):
                     # a documented enum is kept; words from descriptions only fill a missing one,
                     # and a status verb's target is added when none of its candidates is there

@@ -41,6 +41,9 @@ _VOCAB_CUE = re.compile(r"\b(?:one of|options?|either|allowed|valid values?|poss
 # "Options are: economy, business, first." / "Here are the options: read_write, read, write"
 _COLON_LIST = re.compile(r"\b(?:options?|values?|choices?|one of|either)\b[^:.]{0,20}:\s*([\w-]+(?:\s*(?:,|\bor\b|\band\b|/)\s*[\w-]+){1,9})",
                          re.IGNORECASE)
+# "Claim can be in Open or Closed state." / "The order can be pending, shipped or delivered status"
+_STATE_LIST = re.compile(r"\bcan be(?:\s+in|\s+either|\s+one of)?\s+((?:[A-Za-z][\w-]*\s*,\s*)*[A-Za-z][\w-]*,?\s+or\s+"
+                         r"[A-Za-z][\w-]*)\s+(?:state|states|status|statuses)\b", re.IGNORECASE)
 _EXAMPLE_CUE = re.compile(r"\b(?:such as|for example|like|format)\b|\be\.g\.", re.IGNORECASE)
 _PAREN_LIST = re.compile(r"\(([A-Za-z][\w ]{0,20}(?:\s*[,/|]\s*[A-Za-z][\w ]{0,20}){1,9})\)")
 
@@ -82,7 +85,7 @@ def quoted_vocabulary(description: str) -> list[str]:
         m = _PAREN_LIST.search(text)
         vals = [v.strip() for v in re.split(r"\s*[,/|]\s*", m.group(1))] if m else []
     if len(vals) < 2:
-        m = _COLON_LIST.search(text)
+        m = _COLON_LIST.search(text) or _STATE_LIST.search(text)
         vals = [v.strip() for v in re.split(r"\s*(?:,|\bor\b|\band\b|/)\s*", m.group(1)) if v.strip()] if m else []
     vals = list(dict.fromkeys(v for v in vals if len(v.split()) <= 3 and not v.endswith((".", ":"))
                               and not _FORMAT_PARTS.fullmatch(v)))  # "(MM/DD/YYYY)" is a format, not choices
