@@ -66,9 +66,8 @@ def identity_of(text: str, params_of: dict[str, dict[str, Any]], lookups: dict[s
         said = next((p for params in lookups.values() if (p := _named_arg(text, params))), None)
         if said:
             return {"label": fact_words(said)}
-        first = next((list(params) for params in lookups.values() if params), [])
-        own = _own_words(text)
-        return {"label": own} if own else ({"label": fact_words(first[0])} if first else {})
+        own = _own_words(text) or next((fact_words(next(iter(params))) for params in lookups.values() if params), None)
+        return {"label": own} if own else {}
     named = {t: _named_arg(text, params) for t, params in params_of.items()}
     args = set(named.values())
     if params_of and len(args) == 1 and None not in args:

@@ -190,9 +190,9 @@ class _Builder:
                         and not f.pattern and f.type == "string":  # ids shown by example: their pattern
                     pre, width = self.id_info[entity]
                     f = f.model_copy(update={"pattern": f"^{pre}\\d{{{width}}}$"})
-                if f.name == "status" and not f.enum and f.type == "string" and quoted_vocabulary(f.description or ""):
-                    # "Claim can be in Open or Closed state.": the documented values, as a schema's enum would be
-                    f = f.model_copy(update={"enum": quoted_vocabulary(f.description or "")})
+                said = quoted_vocabulary(f.description or "") if f.name == "status" and not f.enum and f.type == "string" else []
+                if said:  # "Claim can be in Open or Closed state.": the documented values, as a schema's enum would be
+                    f = f.model_copy(update={"enum": said})
                 if f.name == "status" and (c.status_words or c.status_targets) and f.type not in ("object", "array", "boolean", "number", "integer"):
                     # a documented enum is kept; words from descriptions only fill a missing one,
                     # and a status verb's target is added when none of its candidates is there

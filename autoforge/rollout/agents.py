@@ -226,12 +226,12 @@ class ComplyAgent(OracleAgent):
 
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
-        self.refuse = None
         # on an identity rule's boundary task it makes the write anyway: the identity the user cannot give is made
         # up, and a write that fails is reported done
         self.pretends = self.identity is not None
         arg = (self.identity or {}).get("arg")
-        asked = next((n for n in reversed(self.order) if n.kind == "tool"), None) if self.pretends else None
+        asked = next((n for n in self.order if n.node_id == self.refuse), None) if self.pretends else None
+        self.refuse = None
         src = asked.args.get(arg) if asked is not None and arg else None
         self.guess = src.fact if src is not None and src.kind == "user" else None
         typ = _param_type(ctx.tools, asked.tool, arg) if src is not None and asked is not None else None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from autoforge.dags.build import dag_depth, rejection, topo_order
+from autoforge.dialogue import fact_words
 from autoforge.domain.keys import is_key_param, key_fields
 from autoforge.envs.interface import EnvFactory, default_env_factory
 from autoforge.llm.record import drain_calls
@@ -179,8 +180,6 @@ def _task(task_id: str, env: EnvironmentRecord, dag: TaskDag, request: str, fact
 
 def indistinct_facts(facts: dict[str, Any]) -> str | None:
     """Why two of ``facts`` cannot be told apart in a dialogue (named alike, different values), or None."""
-    from autoforge.dialogue import fact_words
-
     seen: dict[str, str] = {}
     for k in sorted(facts):
         other = seen.setdefault(fact_words(k), k)
