@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal
 
 import orjson
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_serializer
 
 
 # --------------------------------------------------------------------------- helpers
@@ -291,6 +291,18 @@ class CollectionSpec(Record):
     # "integer": the docs type the id as an integer (``petId: int64``): records hold ints 1, 2, 3 ...,
     # the state's keys are their strings (``state["pets"]["3"]["pet_id"] == 3``), id_prefix is ""
     id_type: Literal["string", "integer"] = "string"
+    # the caller's own record, one per world: a read that takes no argument names it ("Get the manager
+    # of an employee" with no employee id: the session employee's manager)
+    session: bool = False
+
+    @model_serializer(mode="wrap")
+    def _drop_default_session(self, handler: Any) -> Any:
+        """``session`` is written only when true: every other schema dumps, and hashes into its
+        environment id, exactly as before the key existed."""
+        out = handler(self)
+        if isinstance(out, dict) and not out.get("session"):
+            out.pop("session", None)
+        return out
 
 
 class StateSchema(Record):

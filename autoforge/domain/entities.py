@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
 from autoforge.domain import words as nm
 from autoforge.domain.ids import ROLE_PEOPLE, id_param_entity, id_pattern, known_entities, walk_ids
@@ -95,4 +96,35 @@ def _pattern_aliases(specs: list[ToolSpec]) -> tuple[dict[str, str], dict[str, t
 def plan_tools(specs: list[ToolSpec]) -> dict[str, ToolPlan]:
     aliases, _ = id_aliases(specs)
     known = known_entities(specs, aliases)
-    return {s.name: analyze_tool(s, known, aliases) for s in specs}
+    plans = {s.name: analyze_tool(s, known, aliases) for s in specs}
+    by_name = {s.name: s for s in specs}
+    for s in specs:
+        granted = _granted(plans[s.name], s, plans, by_name, aliases)
+        if granted:
+            plans[s.name] = replace(plans[s.name], entity=granted, kind="create", other=plans[s.name].entity)
+    return plans
+
+
+GRANT_VERBS = {"give", "grant", "provide"}
+
+
+def _granted(plan: ToolPlan, spec: ToolSpec, plans: dict[str, ToolPlan], specs: dict[str, ToolSpec],
+             aliases: dict[str, str]) -> str | None:
+    """The record a grant makes: ``giveAccess(environmentId)`` "Give an employee access to the
+    environment", where ``checkEmployeeAccess(environmentId)`` lists the ``employee_access`` records of
+    an environment, creates an ``employee_access`` naming the environment (it does not change the
+    environment). None for any other tool."""
+    if plan.kind != "generic" or plan.verb not in GRANT_VERBS or not plan.field_hint:
+        return None
+    hint = plan.field_hint
+
+    def names_entity(sp: ToolSpec) -> bool:
+        return any(id_param_entity(p, aliases) == plan.entity for p in props(sp.parameters))
+
+    if not names_entity(spec):
+        return None
+    for name, other in plans.items():
+        e = other.entity
+        if other.effect == "read" and e != plan.entity and (e == hint or e.endswith(f"_{hint}")) and names_entity(specs[name]):
+            return e
+    return None

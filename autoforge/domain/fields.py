@@ -32,6 +32,7 @@ class CollectionDraft:
     status_targets: list[list[str]] = field(default_factory=list)  # per status tool: candidate target statuses
     seen_types: dict[str, Counter] = field(default_factory=dict)  # field -> JSON types the docs gave it (id typing)
     lower_ids: bool = False  # the docs want its keys snake_case / lower case ("Keys must be snake_case")
+    session: bool = False  # the caller's own record: only argument-less reads name it (CollectionSpec.session)
 
     def add(self, name: str, schema: dict | None = None, *, ref: str | None = None, note: bool = True) -> None:
         name = nm.snake(name) if not nm.is_identifier(name) else name

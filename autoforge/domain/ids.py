@@ -29,6 +29,8 @@ ROLE_PREFIXES = ("from_", "to_", "source_", "src_", "destination_", "dest_", "ta
 # Id fields naming a person's role; they point at the people collection when there is one.
 ROLE_PEOPLE = {"owner", "assignee", "author", "creator", "requester", "reporter", "manager", "approver",
                "reviewer", "sender", "recipient", "host", "organizer", "instructor", "holder", "agent"}
+# fields whose value is a person's name ("owner": "Dana Lee"): the roles, and a few that only name people
+PERSON_FIELDS = ROLE_PEOPLE | {"lead", "supervisor", "mentor", "boss", "coordinator", "supervisor_name"}
 
 
 def id_param_entity(param: str, aliases: dict[str, str] | None = None) -> str | None:

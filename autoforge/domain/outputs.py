@@ -232,6 +232,24 @@ def _read(what: str, each_noun: str | None, entity: str | None) -> ProseOutput |
     return out if out.fields else None
 
 
+# "Get the owner of the environment", "Fetches the manager of an employee": one field of one record.
+_OF_READ = re.compile(r"^\s*(?:gets?|fetch(?:es)?|retrieves?|looks?\s+up|finds?|shows?|returns?)\s+the\s+(?P<x>[a-z]+(?:\s[a-z]+)?)\s+of\s+"
+                      r"(?:the|an?|this|that|a\s+given)\s+(?P<e>[a-z]+(?:\s[a-z]+)?)\s*(?:[.;]|$)", re.I)
+
+
+def field_of_read(text: str) -> tuple[str, str] | None:
+    """What a read that names one field of one record returns: "Get the owner of the environment" ->
+    ``("owner", "environment")``; None for anything else (and for words that name no field: "the
+    details of", "the status of" is read by the status vocabulary)."""
+    m = _OF_READ.match(text or "")
+    if not m:
+        return None
+    x, e = nm.snake(m.group("x")), nm.singular(nm.snake(m.group("e")))
+    if not x or not e or x.split("_")[-1] in nm.NAME_SUFFIXES or x.split("_")[0] in ("number", "count", "list"):
+        return None
+    return x, e
+
+
 def said_status(text: str, statuses: list[str]) -> str | None:
     """The status a returns sentence gives the record, among ``statuses``: "Returns the booked
     lesson", "the new reservation with status confirmed", "the enrollment with status 'dropped'"."""

@@ -32,7 +32,7 @@ from autoforge.domain import words as nm
 from autoforge.domain.entities import id_aliases, plan_tools
 from autoforge.domain.fields import CollectionDraft, amount_target, list_filter_field, suffix_field
 from autoforge.domain.ids import ROLE_PEOPLE, documented_id_style, id_param_entity, id_pattern, walk_ids
-from autoforge.domain.outputs import keyed_by, keyed_values, prose_output
+from autoforge.domain.outputs import field_of_read, keyed_by, keyed_values, prose_output
 from autoforge.domain.rules import status_mentions
 from autoforge.domain.statuses import status_words
 from autoforge.domain.values import quoted_vocabulary
@@ -216,7 +216,7 @@ class _Builder:
             if c.lower_ids and entity not in self.id_info:
                 prefix = prefix.lower() + "_"  # am_0001: a key the docs' snake_case rule accepts
             out.append(CollectionSpec(name=nm.plural(entity), entity=entity, primary_key=f"{entity}_id",
-                                      id_prefix=prefix, id_width=width, fields=fields))
+                                      id_prefix=prefix, id_width=width, fields=fields, session=c.session))
         return StateSchema(collections=out)
 
 
@@ -274,6 +274,11 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     for spec in specs:
         if spec.output_schema is None:
             _add_prose_output(b, spec, plans[spec.name])
+    # 2c. the one field a read names ("Get the owner of the environment"); an argument-less read of it
+    # ("Get the manager of an employee", no employee id) reads the caller's own record
+    for spec in specs:
+        if spec.output_schema is None:
+            _add_field_of_read(b, spec, plans[spec.name], [s for s in specs if plans[s.name].entity == plans[spec.name].entity])
     # 3. fields from parameters
     for spec in specs:
         plan = plans[spec.name]
@@ -408,6 +413,26 @@ def _add_prose_rules(c: CollectionDraft, spec: ToolSpec, plan: ToolPlan) -> None
         for f in stamps:
             if nm.is_identifier(f):
                 c.add(f, {"type": "string", "format": "date" if f.endswith(("_on", "_date")) else "date-time"})
+
+
+def _add_field_of_read(b: _Builder, spec: ToolSpec, plan: ToolPlan, same: list[ToolSpec]) -> None:
+    """"Get the owner of the environment" (``getEnvironmentOwner(environmentId)``): environments hold an
+    ``owner``. "Get the manager of an employee" with no argument, on ``employee_managers`` that no tool
+    names by id: the caller's own record (``session``), one per world, holding ``manager``."""
+    said = field_of_read(spec.description) if plan.effect == "read" else None
+    if said is None:
+        return
+    x, e = said
+    e = b.aliases.get(e, e)
+    if plan.entity == e and props(spec.parameters):
+        c = b.coll(e)
+        if x not in c.fields and not suffix_field(x, c.fields):
+            c.add(x, {"type": "string", "description": f"the {x.replace('_', ' ')} of the {e.replace('_', ' ')}"}, note=False)
+    elif plan.entity == f"{e}_{x}" and not any(props(s.parameters) for s in same):
+        c = b.coll(plan.entity)
+        c.session = True
+        c.add(x, {"type": "string", "description": f"the {x.replace('_', ' ')} of the session's {e.replace('_', ' ')}"},
+              note=False)
 
 
 def _add_prose_output(b: _Builder, spec: ToolSpec, plan: ToolPlan) -> None:

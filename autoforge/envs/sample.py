@@ -29,7 +29,7 @@ from autoforge.domain.coherence import cohere
 from autoforge.domain import words as nm
 from autoforge.domain.fields import list_filter_field
 from autoforge.domain.placeholders import placeholder_reason
-from autoforge.domain.ids import free_key, id_param_entity, id_shape, id_value, is_integer_ids, make_id
+from autoforge.domain.ids import PERSON_FIELDS, free_key, id_param_entity, id_shape, id_value, is_integer_ids, make_id
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
@@ -197,6 +197,8 @@ def _string(name: str, fmt: str | None, i: int, entity: str, prefix: str, coll_n
         future = not any(w in name for w in ("created", "joined", "hired", "opened", "registered", "placed", "issued", "signup"))
         day = _date(i, future)
         return day if name != "check_out" else day[:-2] + f"{int(day[-2:]) + 3:02d}"
+    if name in PERSON_FIELDS:  # "owner", "manager": a person's name
+        return f"{first} {last}"
     if name in ("first_name", "firstname", "given_name"):
         return first
     if name in ("last_name", "lastname", "surname", "family_name"):
@@ -364,7 +366,7 @@ def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[st
     if n is None:
         longest = max((len(f.enum or []) for c in schema.collections for f in c.fields if f.name == "status"), default=0)
         n = max(N_RECORDS, min(8, longest))
-    keys = {c.name: [make_id(c, k + 1) for k in range(n)] for c in schema.collections}
+    keys = {c.name: [make_id(c, k + 1) for k in range(1 if c.session else n)] for c in schema.collections}
     ids = {c.name: [id_value(c, k) for k in keys[c.name]] for c in schema.collections}  # integer ids: 1, 2 ...
     state: dict[str, dict[str, dict]] = {}
     for c in schema.collections:

@@ -209,6 +209,7 @@ def make_world(env: EnvironmentRecord, rng: random.Random, *, base: int = 4, fan
     names = {c.name for c in colls}
     roots = [c for c in colls if not any(f.ref in names and f.ref != c.name and f.type != "array" for f in c.fields)]
     sizes: dict[str, int] = {c.name: base + rng.randint(0, 2) for c in roots}
+    sizes.update({c.name: 1 for c in roots if c.session})  # the caller's own record: one
     for _ in range(len(colls)):
         for c in colls:
             if c.name in sizes:

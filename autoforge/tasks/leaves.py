@@ -17,6 +17,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from autoforge.domain import fakes
+from autoforge.domain.ids import PERSON_FIELDS
 from autoforge.domain.keys import PERSON
 from autoforge.tasks.envfacts import facts_for
 from autoforge.types import CollectionSpec, EnvironmentRecord, FieldSpec
@@ -122,6 +123,8 @@ class ValueGen:
         first, last = person or self.person()
         if "email" in n:
             return f"{first}.{last}{rng.randint(1, 99)}@example.com".lower()
+        if n in PERSON_FIELDS:  # "owner", "manager": a person's name, as the docs' prose says it
+            return f"{first} {last}"
         if "phone" in n or "mobile" in n:
             return fakes.keyed(fakes.people(), record_key(rng, person, "phone"), n).phone
         address = fakes.keyed(fakes.addresses(), record_key(rng, person, n))
