@@ -23,8 +23,9 @@ from autoforge.types import EnvironmentRecord, ToolCode
 
 @task(name="sample-environment", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=2,
       task_run_name="sample-{env.name}")
-def sample_task(env: EnvironmentRecord, tools: list[ToolCode], params: stage.SampleParams, run_id: str) -> SampleResult:
-    return stage.run_one(env, unpack(tools), params, run_id)
+def sample_task(env: EnvironmentRecord, tools: list[ToolCode], params: stage.SampleParams, run_id: str,
+                procedures: list[list[str]] | None = None) -> SampleResult:
+    return stage.run_one(env, unpack(tools), params, run_id, procedures=procedures)
 
 
 @flow(name="sample-tool-sequences", flow_run_name="sample-seed{seed}-env-{env}", log_prints=True)
@@ -38,7 +39,8 @@ def sample_flow(params: stage.SampleParams, warehouse: str | None, batch_id: str
     inp = stage.load(warehouse, params)
     with stage_runner(runner_kind, address) as runner:
         results: list[SampleResult] = fan_out(runner, sample_task, [
-            {"env": e, "tools": Packed(inp.tools.get(e.env_id, [])), "params": params, "run_id": run.run_id}
+            {"env": e, "tools": Packed(inp.tools.get(e.env_id, [])), "params": params, "run_id": run.run_id,
+             "procedures": inp.procedures.get(e.env_id)}
             for e in inp.envs], [f"sampling {e.name}" for e in inp.envs])
     counts = sample_counts(results, 0.0)
     persist_stage(quote(results), finish(run, counts, failed=len(results) < len(inp.envs)), warehouse)

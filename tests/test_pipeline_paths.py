@@ -47,3 +47,23 @@ def test_flow_and_library_store_the_same_rows(prefect_harness, tmp_path, tasks_p
         assert a[table] == b[table], f"{table} differs between the library path and the flow path"
     walks = [r for r in a["runs"] if r[1] == "sample"][0][4]
     assert f'"walks": {max(40, 2 * tasks_per_env // 3)}' in walks.replace("'", '"')
+
+
+def test_both_paths_sample_the_sequences_a_policy_requires(prefect_harness, tmp_path):
+    """A policy's required sequences reach the sample stage on the flow path too (they once did only on the
+    library path): a lead-in's reads and write are a sequence with start rule ``procedure`` on both."""
+    from pathlib import Path
+
+    from flows.factory import factory_flow
+
+    folder = str(Path(__file__).parent / "fixtures" / "policy" / "repo_access")
+    params = {"paths": [folder], "bundled": False, "tasks_per_env": 10, "seed": 0}
+    lib, flo = str(tmp_path / "lib.duckdb"), str(tmp_path / "flow.duckdb")
+    apply_migrations(lib)
+    apply_migrations(flo)
+    run_factory(FactoryParams(**params, warehouse=lib))
+    factory_flow(**params, warehouse=flo)
+    procs = [query(wh, "SELECT tools FROM tool_sequences WHERE start_rule = 'procedure'", read_only_check=False)
+             for wh in (lib, flo)]
+    assert procs[0] and procs[0] == procs[1]
+    assert snapshot(lib)["tasks"] == snapshot(flo)["tasks"]

@@ -621,10 +621,12 @@ def read_policy(text: str, source: str, specs: list[ToolSpec], plans: dict, sche
         if not RULE_CUE.search(st.text):
             continue
         lead = leads.pop(" ".join(st.text.split()), None)
-        got = ([lead] if lead else read_statement(st, world)) or [ParsedRule(
+        got = (lead or read_statement(st, world)) or [ParsedRule(
             "unparsed", st.text, why="the sentence matches no rule form the offline reader knows (docs/policies.md)")]
         for r in got:
-            r.text, r.source, r.offset = st.text[:2000], source, st.offset
+            if r.offset is None:  # a lead-in's conditions come with their own sentence and offset
+                r.text, r.offset = st.text[:2000], st.offset
+            r.source = source
             out.append(r)
     for offset, r in procedure_rules(text, world):
         r.source, r.offset = source, offset

@@ -114,39 +114,75 @@ _COMPARES = re.compile(r"\b(?:less|fewer|more|greater|lower|higher)\s+than\b|\b(
                        re.I)
 
 
-def condition_rules(text: str, world: PolicyWorld) -> dict[str, ParsedRule]:
+def condition_rules(text: str, world: PolicyWorld) -> dict[str, list[ParsedRule]]:
     """Each lead-in sentence with its list of conditions read as one ``call_before`` rule with ``"all"``,
     keyed by the lead-in's text (whitespace collapsed): the write it allows, after every read its
-    conditions name."""
-    lines = text.splitlines()
-    out: dict[str, ParsedRule] = {}
+    conditions name; then the conditions a guard can check (:func:`owned_by_session`), each its own rule
+    with its own text and offset."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    out: dict[str, list[ParsedRule]] = {}
     for i, line in enumerate(lines):
         m = _LEAD_IN.match(line.strip())
         if not m:
             continue
-        items: list[str] = []
-        for nxt in lines[i + 1:]:
+        items: list[tuple[str, int]] = []
+        for j in range(i + 1, len(lines)):
+            nxt = lines[j]
             if not nxt.strip():
                 if items:
                     break
                 continue
-            if not (it := _ITEM.match(nxt)):
+            if not (it := _ITEM.match(nxt.rstrip("\n"))):
                 break
-            items.append(it.group("text").strip())
+            items.append((it.group("text").strip(), starts[j] + it.start("text")))
         if len(items) < 2:
             continue
         writes = [t for t in tools_named(m.group("head"), world) if t.effect == "write"]
         if not writes and (sub := _SUBJECT.match(m.group("head"))):
             noun = stem(nm.singular(sub.group("noun").lower()))
             writes = [t for t in world.writes if noun in {stem(nm.singular(w)) for w in nm.words(t.name)}]
-        via = {t.name: t for item in items if not _COMPARES.search(item)
+        via = {t.name: t for item, _ in items if not _COMPARES.search(item)
                for t in tools_named(item, world) if t.effect == "read"}
         if len(writes) != 1 or not via:
             continue
         lead = " ".join(line.split())
         check = {"op": "call_before", "tools": [writes[0].name], "via": list(via), "all": True}
-        out[lead] = make_rule("procedure", lead, check, writes, "judged")
+        out[lead] = [make_rule("procedure", lead, check, writes, "judged")]
+        for item, at in items:
+            if (r := owned_by_session(item, writes[0], world)) is not None:
+                r.offset = at
+                out[lead].append(r)
     return out
+
+
+_OWNED_BY = re.compile(r"^\s*(?:the\s+)?(?P<thing>[a-z]+)\s+(?:is|are|must\s+be|should\s+be)\s+(?P<verb>owned|managed)\s+"
+                       r"by\s+(?:the|their|his|her)\s+(?P<x>[a-z]+)\s+of\s+(?:the|an?)\s+(?P<y>[a-z]+)\b", re.I)
+_AGENT = {"owned": "owner", "managed": "manager"}
+
+
+def owned_by_session(item: str, write: PolicyTool, world: PolicyWorld) -> ParsedRule | None:
+    """A condition on a write, "The environment is owned by the manager of the employee.": the record
+    the write names (``environment_id``) holds an ``owner`` that must equal ``manager`` of the caller's
+    own record (a session collection, :class:`~autoforge.types.CollectionSpec`), an ``owned`` guard
+    with ``owner_from``. None when the tool set holds no such record or field."""
+    m = _OWNED_BY.match(item)
+    if not m:
+        return None
+    thing = world.coll(m.group("thing"))
+    x, y = m.group("x").lower(), stem(nm.singular(m.group("y").lower()))
+    owner_field = _AGENT[m.group("verb").lower()]
+    if thing is None or thing.primary_key not in write.params or owner_field not in {f.name for f in thing.fields}:
+        return None
+    sess = next((c for c in world.schema.collections if c.session and any(f.name == x for f in c.fields)
+                 and y in {stem(w) for w in nm.words(c.entity)}), None)
+    if sess is None:
+        return None
+    check = {"op": "owned", "collection": thing.name, "id_arg": thing.primary_key, "owner_field": owner_field,
+             "owner_from": {"collection": sess.name, "field": x}}
+    return make_rule("cross_record", item, check, [write])
 
 
 @dataclass

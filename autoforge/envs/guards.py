@@ -33,6 +33,8 @@ arg_filled    args                                           an argument of ``ar
 arg_count     args min                                       fewer than ``min`` of ``args`` are given (and
                                                              not blank or a placeholder)
 owned         collection id_arg owner_field owner_arg        record[owner_field] != args[owner_arg]
+              or owner_from {collection, field}              or != that field of the session collection's
+                                                             one record (the caller's own)
 member        collection id_arg list_field item_arg          args[item_arg] is not in the record's list
 unchanged     collection id_arg field arg                    the argument differs from record[field]
 covers        collection id_arg field arg side max|min       max: args[arg] > record[field]; min: <
@@ -194,7 +196,7 @@ def broken(g: dict, state: Any, args: dict) -> bool:
             return now - t < _span(g)
         return (now - t > _span(g)) if direction == "since" else (t - now < _span(g))
     if op == "owned":
-        want = args.get(g.get("owner_arg"))
+        want = session_value(g, state) if g.get("owner_from") else args.get(g.get("owner_arg"))
         have = rec.get(g.get("owner_field"))
         return want is not None and have is not None and str(want) != str(have)
     if op == "member":
@@ -352,6 +354,10 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         else:
             t = now + (span + timedelta(days=30) if keep else (span / 2 if span else -timedelta(days=1)))
         rec[g["field"]] = _stamp(t, rec.get(g["field"]))
+    elif op == "owned" and g.get("owner_from"):  # the record's owner is (not) the session's one
+        want = session_value(g, state)
+        if want is not None:
+            rec[g["owner_field"]] = want if keep else _other_value(state, g, want)
     elif op == "owned":
         have = rec.get(g["owner_field"])
         args[g["owner_arg"]] = have if keep else _other_owner(state, g["owner_field"], have)
@@ -381,6 +387,27 @@ def shape(g: dict, state: dict, args: dict, *, keep: bool, enum: list | None = N
         up = g.get("side", "max") == "max"
         v = have if keep else (have + 1 if up else max(0.0, have - 1) if have >= 1 else -1.0)
         args[g["arg"]] = int(v) if float(v).is_integer() else round(v, 2)
+
+
+def session_value(g: dict, state: Any) -> Any:
+    """``owner_from``'s value: ``field`` of the one record of a session collection (the caller's own,
+    ``CollectionSpec.session``); None when the collection holds no record."""
+    src = g.get("owner_from") or {}
+    table = state.get(src.get("collection")) if isinstance(state, dict) else None
+    if not isinstance(table, dict) or not table:
+        return None
+    rec = table[min(table)]
+    return rec.get(src.get("field")) if isinstance(rec, dict) else None
+
+
+def _other_value(state: dict, g: dict, want: Any) -> Any:
+    """Another value of the owner field than ``want``: another record's (a real person of this world),
+    else ``want`` changed."""
+    for r in (state.get(g["collection"]) or {}).values():
+        v = r.get(g["owner_field"]) if isinstance(r, dict) else None
+        if v is not None and _norm(v) != _norm(want):
+            return v
+    return f"{want} (other)"
 
 
 def _other_owner(state: dict, key: str, have: Any) -> Any:

@@ -122,6 +122,12 @@ def check_problem(check: Any, params: list[str], schema: StateSchema, enforcemen
     if op not in _KEYS:
         return f"op {op!r} is none of {', '.join(_KEYS)}"
     missing = [k for k in _KEYS[op] if check.get(k) in (None, "", [])]
+    if op == "owned" and "owner_arg" in missing and isinstance(check.get("owner_from"), dict):
+        src = check["owner_from"]  # the session's own record holds the owner ("the manager of the employee")
+        coll = next((c for c in schema.collections if c.name == src.get("collection")), None)
+        if coll is None or not coll.session or not any(f.name == src.get("field") for f in coll.fields):
+            return f"owner_from must name a field of a session collection, got {src!r}"
+        missing.remove("owner_arg")
     if op == "arg_limit" and check.get("max") is None and check.get("min") is None:
         missing.append("max or min")
     if op == "status" and not (check.get("allowed") or check.get("forbidden")):

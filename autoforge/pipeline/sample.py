@@ -75,7 +75,10 @@ class SampleInputs:
 def load(warehouse: str | None, params: SampleParams) -> SampleInputs:
     envs, tools = load_environments(warehouse, params)
     judged = judged_rules(warehouse, [e.env_id for e in envs])
+    # a policy's required sequences, and a write allowed only after every read its conditions name
     procedures = {e: [c["steps"] for c in checks if c.get("op") == "sequence" and c.get("steps")]
+                  + [list(c["via"]) + list(c["tools"]) for c in checks if c.get("op") == "call_before" and c.get("all")
+                     and c.get("via") and len(c.get("tools") or []) == 1]
                   for e, checks in judged.items()}
     return SampleInputs(envs, by_env(tools), procedures)
 

@@ -205,7 +205,7 @@ class OracleAgent:
         from autoforge.tasks.boundary import explain, record_at
 
         guards = [g for g in self.rules if g.get("tool") == node.tool and g.get("op") in OPS]
-        got = explain(guards, args, record_at(self.outputs, getattr(self.dag, "answer", None)))
+        got = explain(guards, args, record_at(self.outputs, getattr(self.dag, "answer", None)), self.outputs)
         if got is None:
             return AgentTurn(content="I'm sorry, I can't do that.",
                              give_up=f"no rule of {node.tool} shows why the requested call is not allowed")

@@ -264,9 +264,10 @@ def _shows(record: dict, key: Any) -> bool:
     return key is not None and any(not isinstance(v, (dict, list)) and str(v) == str(key) for v in record.values())
 
 
-def _seen_state(guards: list[dict], args: dict, record: dict | None) -> dict:
+def _seen_state(guards: list[dict], args: dict, record: dict | None, outputs: dict[str, Any] | None = None) -> dict:
     """The state as far as the reads showed it: ``record`` under each collection a guard (or its ``when``)
-    reads where the record shows the id the call names."""
+    reads where the record shows the id the call names, and the caller's own record a guard compares with
+    (``owner_from``) where a read in ``outputs`` showed it."""
     state: dict[str, dict] = {}
     if record is None:
         return state
@@ -275,14 +276,34 @@ def _seen_state(guards: list[dict], args: dict, record: dict | None) -> dict:
             key = args.get(part.get("id_arg")) if part.get("id_arg") else None
             if part.get("collection") and _shows(record, key):
                 state.setdefault(part["collection"], {})[str(key)] = record
+        src = g.get("owner_from") or {}
+        mine = session_record(outputs or {}, src.get("collection"), src.get("field")) if src else None
+        if mine is not None:
+            state.setdefault(src["collection"], {})["session"] = mine
     return state
 
 
-def explain(guards: list[dict], args: dict, record: dict | None = None) -> tuple[dict, Any] | None:
+def session_record(outputs: dict[str, Any], coll: str | None, field: str | None) -> dict | None:
+    """The caller's own record of session collection ``coll`` as a read showed it: the one record listed
+    under the collection's name (``{"employee_managers": [{...}]}``), or a record holding ``field``."""
+    for out in outputs.values():
+        if not isinstance(out, dict):
+            continue
+        listed = out.get(coll) if coll else None
+        if isinstance(listed, list) and len(listed) == 1 and isinstance(listed[0], dict):
+            return listed[0]
+        if field and field in out and not isinstance(out.get(field), (dict, list)):
+            return out
+    return None
+
+
+def explain(guards: list[dict], args: dict, record: dict | None = None,
+            outputs: dict[str, Any] | None = None) -> tuple[dict, Any] | None:
     """(the guard the requested call breaks, the fact that says why), judged from the call's arguments and
-    the record the reads showed (``record``, None: no read showed one); None when none can be shown to
-    break. Generation and the oracle agent call it with the same inputs, so they agree."""
-    state = _seen_state(guards, args, record)
+    the record the reads showed (``record``, None: no read showed one; ``outputs``: every read's, where a
+    guard compares with the caller's own record); None when none can be shown to break. Generation and
+    the oracle agent call it with the same inputs, so they agree."""
+    state = _seen_state(guards, args, record, outputs)
     for g in guards:
         if g.get("op") not in ARG_OPS and not state.get(g.get("collection")):
             continue
@@ -472,6 +493,16 @@ def _lookup_node(dag_nodes: list[DagNode], w: DagNode, g: dict, env: Environment
     return None
 
 
+def _session_read(dag_nodes: list[DagNode], coll: str | None, tools: dict[str, ToolCode]) -> DagNode | None:
+    """A read of the caller's own record (a session collection's argument-less read), for the gold."""
+    taken = {n.node_id for n in dag_nodes}
+    for t in sorted(tools.values(), key=lambda t: t.name):
+        if t.effect == "read" and t.collection == coll and not ((t.parameters or {}).get("required") or []):
+            nid = next(f"b{i}" for i in range(100) if f"b{i}" not in taken)
+            return DagNode(node_id=nid, kind="tool", tool=t.name, args={})
+    return None
+
+
 def build(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, w: DagNode, g: dict, runtime: Any,
           rng: random.Random, worlds: Any = None) -> Boundary:
     """One boundary task's gold (see the module docstring); raises DagExecutionError with a reason.
@@ -538,7 +569,13 @@ def build(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, w: D
                                                        f"rule {g.get('rule_id')} reads")
         source = AnswerSource(node=hit[0], path=hit[1], field=fact_words(g))
         record = record_at(run.outputs, source)
-    why = explain(tool.guards, args, record)
+        src = g.get("owner_from") or {}
+        if src and session_record(run.outputs, src.get("collection"), src.get("field")) is None:
+            mine = _session_read(nodes, src.get("collection"), tools)  # whose the owner must be: read it too
+            if mine is not None:
+                nodes = nodes + [mine]
+                gold, run = gold_of(nodes, extra)
+    why = explain(tool.guards, args, record, run.outputs)
     if why is None or why[0].get("rule_id") != g.get("rule_id"):
         raise DagExecutionError("boundary_hidden", f"what the reads show does not tell why rule {g.get('rule_id')} "
                                                    "refuses the write")

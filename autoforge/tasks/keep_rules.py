@@ -32,7 +32,7 @@ def run_keeping_rules(runtime: Any, dag: TaskDag, world: dict, facts: dict[str, 
                       tools: dict[str, ToolCode], env: EnvironmentRecord) -> Any:
     """:func:`run_dag` on ``world``; where a runtime rule on a record refuses a gold call (a status, a
     window, a count the record holds), the record is made to keep it (``world`` changes in place: it is
-    the task's initial state) and the DAG runs again, with the facts chosen so far, up to
+    the task's initial state; an owner the session's record must match) and the DAG runs again, with the facts chosen so far, up to
     :data:`MAX_RULE_REPAIRS` times. A refusal no world can fix (a limit on the user's own value, an
     owner) stays a ``policy_rule`` rejection."""
     for k in range(MAX_RULE_REPAIRS + 1):
@@ -46,9 +46,10 @@ def run_keeping_rules(runtime: Any, dag: TaskDag, world: dict, facts: dict[str, 
             now = runtime.get_state()  # the state the refused call saw (a refusal changes nothing)
             g = next((x for x in (tool.guards if tool else ()) if x.get("rule_id") == exc.rule_id
                       and G.broken(x, now, args)), None)
-            if g is None or g.get("op") not in _RECORD_ONLY:
-                raise
-            field = g.get("counter") if g.get("op") == "count_limit" else g.get("field") or "status"
+            if g is None or not (g.get("op") in _RECORD_ONLY or g.get("op") == "owned" and g.get("owner_from")):
+                raise  # (a record owned by the session's own person: the record's owner is a world's fact)
+            field = g.get("counter") if g.get("op") == "count_limit" else \
+                g.get("owner_field") if g.get("op") == "owned" else g.get("field") or "status"
             was, seen = G._record(g, world, args), G._record(g, now, args)
             if was is None or seen is None or canonical_json(was.get(field)) != canonical_json(seen.get(field)):
                 raise  # the record is new or an earlier gold call changed what the rule reads: the DAG runs into it

@@ -363,7 +363,7 @@ def verify_boundary_task(runtime: Any, task: Task, dag: TaskDag, tools: dict[str
     out.append(_result(task, "policy_rule", why_rules, run_id))
     # the fact that says why, again from what the replayed reads show
     if reason is None and run is not None and gold is not None and tool is not None and args is not None:
-        got = explain(tool.guards, args, record_at(run.outputs, dag.answer))
+        got = explain(tool.guards, args, record_at(run.outputs, dag.answer), run.outputs)
         if got is None or got[0].get("rule_id") != rule:
             reason = f"the replayed reads do not show why rule {rule} refuses {write.tool}"
         elif canonical_json(got[1] if not isinstance(got[1], list) else sorted(got[1], key=repr)) != canonical_json(gold.value):
