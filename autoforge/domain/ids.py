@@ -21,7 +21,7 @@ from autoforge.domain.values import example_value
 from autoforge.tooldocs.schema import documented_pattern, json_type, props, unwrap
 
 if TYPE_CHECKING:  # annotations only: the sandbox worker imports this module and starts faster without pydantic
-    from autoforge.types import CollectionSpec, ToolSpec
+    from autoforge.types import CollectionSpec, StateSchema, ToolSpec
 
 # Prefixes of id parameters that name a role, not an entity: from_account_id -> account.
 ROLE_PREFIXES = ("from_", "to_", "source_", "src_", "destination_", "dest_", "target_", "origin_", "new_",
@@ -31,6 +31,19 @@ ROLE_PEOPLE = {"owner", "assignee", "author", "creator", "requester", "reporter"
                "reviewer", "sender", "recipient", "host", "organizer", "instructor", "holder", "agent"}
 # fields whose value is a person's name ("owner": "Dana Lee"): the roles, and a few that only name people
 PERSON_FIELDS = ROLE_PEOPLE | {"lead", "supervisor", "mentor", "boss", "coordinator", "supervisor_name"}
+# ... unless the description says it holds an account ("Repository owner (username or organization name)")
+_ACCOUNT_WORDS = re.compile(r"\b(?:user\s?names?|logins?|handles?|accounts?|organi[sz]ations?|orgs?|teams?|compan(?:y|ies)|"
+                            r"e-?mails?|ids?|identifiers?)\b", re.I)
+
+
+def person_name_fields(schema: StateSchema) -> frozenset[str]:
+    """The string fields of a state that hold a person's name: ``owner``, ``manager`` ... where no field of
+    that name in the whole schema is described as an account, a login or an organization (GitHub's
+    ``owner``, "username or organization name", stays an account in every collection that holds one)."""
+    fields = [f for c in schema.collections for f in c.fields if f.name in PERSON_FIELDS]
+    accounts = {f.name for f in fields if _ACCOUNT_WORDS.search(f.description or "")}
+    return frozenset(f.name for f in fields if f.type == "string" and f.name not in accounts
+                     and not (f.enum or f.pattern or f.format))
 
 
 def id_param_entity(param: str, aliases: dict[str, str] | None = None) -> str | None:

@@ -29,7 +29,7 @@ from autoforge.domain.coherence import cohere
 from autoforge.domain import words as nm
 from autoforge.domain.fields import list_filter_field
 from autoforge.domain.placeholders import placeholder_reason
-from autoforge.domain.ids import PERSON_FIELDS, free_key, id_param_entity, id_shape, id_value, is_integer_ids, make_id
+from autoforge.domain.ids import free_key, person_name_fields, id_param_entity, id_shape, id_value, is_integer_ids, make_id
 from autoforge.patterns import PatternError, remaining
 from autoforge.tooldocs.schema import documented_pattern, json_type, unwrap
 from autoforge.types import CollectionSpec, FieldSpec, StateSchema
@@ -74,8 +74,10 @@ def _date(i: int, future: bool) -> str:
     return f"2025-{'02' if future else '01'}-{day:02d}"
 
 
-def field_value(f: FieldSpec, coll: CollectionSpec, i: int, ids: dict[str, list[str]], record: dict) -> Any:
-    """A realistic value for field ``f`` of record number ``i`` (0-based) of ``coll``."""
+def field_value(f: FieldSpec, coll: CollectionSpec, i: int, ids: dict[str, list[str]], record: dict,
+                people: frozenset[str] = frozenset()) -> Any:
+    """A realistic value for field ``f`` of record number ``i`` (0-based) of ``coll``; ``people``: the fields
+    that hold a person's name."""
     if f.ref and f.type != "array":
         pool = ids.get(f.ref) or []
         if not pool:
@@ -84,6 +86,8 @@ def field_value(f: FieldSpec, coll: CollectionSpec, i: int, ids: dict[str, list[
     if f.type == "array" and f.ref and ids.get(f.ref):
         pool = ids[f.ref]
         return [pool[i % len(pool)]]
+    if f.name in people:  # "owner", "manager": a person's name (ids.person_name_fields)
+        return " ".join(_person(i))
     schema: dict[str, Any] = {"type": f.type}
     for key in ("enum", "format", "pattern", "minimum", "items", "properties", "description"):
         if getattr(f, key) is not None:
@@ -197,8 +201,6 @@ def _string(name: str, fmt: str | None, i: int, entity: str, prefix: str, coll_n
         future = not any(w in name for w in ("created", "joined", "hired", "opened", "registered", "placed", "issued", "signup"))
         day = _date(i, future)
         return day if name != "check_out" else day[:-2] + f"{int(day[-2:]) + 3:02d}"
-    if name in PERSON_FIELDS:  # "owner", "manager": a person's name
-        return f"{first} {last}"
     if name in ("first_name", "firstname", "given_name"):
         return first
     if name in ("last_name", "lastname", "surname", "family_name"):
@@ -369,12 +371,13 @@ def sample_state(schema: StateSchema, n: int | None = None) -> dict[str, dict[st
     keys = {c.name: [make_id(c, k + 1) for k in range(1 if c.session else n)] for c in schema.collections}
     ids = {c.name: [id_value(c, k) for k in keys[c.name]] for c in schema.collections}  # integer ids: 1, 2 ...
     state: dict[str, dict[str, dict]] = {}
+    people = person_name_fields(schema)
     for c in schema.collections:
         table: dict[str, dict] = {}
         for i, rid in enumerate(keys[c.name]):
             record: dict[str, Any] = {}
             for f in c.fields:
-                record[f.name] = ids[c.name][i] if f.name == c.primary_key else field_value(f, c, i, ids, record)
+                record[f.name] = ids[c.name][i] if f.name == c.primary_key else field_value(f, c, i, ids, record, people)
             table[rid] = record
         state[c.name] = table
     return cohere(state, schema)  # links both ways, derived numbers, dates in order

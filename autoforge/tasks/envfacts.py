@@ -19,7 +19,7 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from autoforge.domain.ids import id_pattern, id_style
+from autoforge.domain.ids import id_pattern, id_style, person_name_fields
 from autoforge.domain.keys import is_key_param
 from autoforge.domain.values import Domain, domain_for
 from autoforge.types import CollectionSpec, EnvironmentRecord, FieldSpec
@@ -36,6 +36,7 @@ class EnvFacts:
         self.env = env
         self.by_pk = {c.primary_key: c for c in env.state_schema.collections}
         self.keys = frozenset(self.by_pk)
+        self.people = person_name_fields(env.state_schema)  # fields that hold a person's name
         self._is_key: dict[str, bool] = {}
         self._id_pattern: dict[int, tuple[Any, Any]] = {}
         self._domain: dict[tuple, tuple[Any, Any]] = {}

@@ -17,7 +17,6 @@ from datetime import date, timedelta
 from typing import Any
 
 from autoforge.domain import fakes
-from autoforge.domain.ids import PERSON_FIELDS
 from autoforge.domain.keys import PERSON
 from autoforge.tasks.envfacts import facts_for
 from autoforge.types import CollectionSpec, EnvironmentRecord, FieldSpec
@@ -123,7 +122,7 @@ class ValueGen:
         first, last = person or self.person()
         if "email" in n:
             return f"{first}.{last}{rng.randint(1, 99)}@example.com".lower()
-        if n in PERSON_FIELDS:  # "owner", "manager": a person's name, as the docs' prose says it
+        if name in self.facts.people:  # "owner", "manager": a person's name (ids.person_name_fields)
             return f"{first} {last}"
         if "phone" in n or "mobile" in n:
             return fakes.keyed(fakes.people(), record_key(rng, person, "phone"), n).phone
