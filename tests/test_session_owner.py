@@ -146,6 +146,7 @@ def _check_boundary_tasks(w, read, session_read, write):
     for t in grants:  # the procedure: both reads before the grant; the grant makes an access record
         names = [c.name for c in t.gold_calls]
         assert names.index(read) < names.index(write) and names.index(session_read) < names.index(write)
+    assert all(" me access to " in t.request for t in bound + grants)  # a grant is asked for oneself
     oracle = _play(w, bound + grants, OracleAgent)
     assert [e.reward for e in oracle] == [1.0] * len(oracle), [e.termination_detail for e in oracle]
     assert all(e.rule_breaks == [] for e in oracle)

@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from autoforge.domain.entities import GRANT_VERBS
 from autoforge.domain.keys import is_key_param, key_canon, key_fields, param_schemas
 from autoforge.dags.reasoning import describe_op
 from autoforge.dialogue import fact_label, fact_words
@@ -474,11 +475,11 @@ class _Writer:
                     text = f"{'create' if verb == 'new' else said_verb} a new {noun}"
                     if text in self.clauses_said:
                         text = text.replace(" a new ", " another ", 1)
-                else:
-                    text = f"{said_verb} the {noun}"
+                else:  # a grant is asked for oneself: "give me access to a certain environment"
+                    text = f"{said_verb} {'me' if verb in GRANT_VERBS else 'the'} {noun}"
                 noun = f"the {noun}"
             if refs:
-                text += " for " + _merge_refs(refs)
+                text += (" to " if verb in GRANT_VERBS else " for ") + _merge_refs(refs)
             if said:
                 text += " with " + _join([f"{p} {v}" for p, v in said])
         elif tool.kind in ("cancel", "delete") or verb in ("cancel", "delete", "remove", "close", "archive") and not data:
