@@ -278,7 +278,7 @@ def offline_state_schema(toolset: ToolSet | str, specs: list[ToolSpec]) -> State
     # ("Get the manager of an employee", no employee id) reads the caller's own record
     for spec in specs:
         if spec.output_schema is None:
-            _add_field_of_read(b, spec, plans[spec.name], [s for s in specs if plans[s.name].entity == plans[spec.name].entity])
+            _add_field_of_read(b, spec, plans, specs)
     # 3. fields from parameters
     for spec in specs:
         plan = plans[spec.name]
@@ -415,10 +415,11 @@ def _add_prose_rules(c: CollectionDraft, spec: ToolSpec, plan: ToolPlan) -> None
                 c.add(f, {"type": "string", "format": "date" if f.endswith(("_on", "_date")) else "date-time"})
 
 
-def _add_field_of_read(b: _Builder, spec: ToolSpec, plan: ToolPlan, same: list[ToolSpec]) -> None:
+def _add_field_of_read(b: _Builder, spec: ToolSpec, plans: dict[str, ToolPlan], specs: list[ToolSpec]) -> None:
     """"Get the owner of the environment" (``getEnvironmentOwner(environmentId)``): environments hold an
     ``owner``. "Get the manager of an employee" with no argument, on ``employee_managers`` that no tool
     names by id: the caller's own record (``session``), one per world, holding ``manager``."""
+    plan = plans[spec.name]
     said = field_of_read(spec.description) if plan.effect == "read" else None
     if said is None:
         return
@@ -428,7 +429,7 @@ def _add_field_of_read(b: _Builder, spec: ToolSpec, plan: ToolPlan, same: list[T
         c = b.coll(e)
         if x not in c.fields and not suffix_field(x, c.fields):
             c.add(x, {"type": "string", "description": f"the {x.replace('_', ' ')} of the {e.replace('_', ' ')}"}, note=False)
-    elif plan.entity == f"{e}_{x}" and not any(props(s.parameters) for s in same):
+    elif plan.entity == f"{e}_{x}" and not any(props(s.parameters) for s in specs if plans[s.name].entity == plan.entity):
         c = b.coll(plan.entity)
         c.session = True
         c.add(x, {"type": "string", "description": f"the {x.replace('_', ' ')} of the session's {e.replace('_', ' ')}"},

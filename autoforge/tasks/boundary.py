@@ -478,7 +478,6 @@ def _lookup_node(dag_nodes: list[DagNode], w: DagNode, g: dict, env: Environment
     src = w.args.get(g.get("id_arg") or "")
     if coll is None or src is None:
         return None
-    taken = {n.node_id for n in dag_nodes}
     for t in sorted(tools.values(), key=lambda t: (t.kind != "get", t.name)):
         if t.effect != "read" or t.collection != coll.name:
             continue
@@ -487,20 +486,23 @@ def _lookup_node(dag_nodes: list[DagNode], w: DagNode, g: dict, env: Environment
         required = set((t.parameters or {}).get("required") or [])
         if key is None or required - {key}:
             continue
-        nid = next(f"b{i}" for i in range(100) if f"b{i}" not in taken)
-        return DagNode(node_id=nid, kind="tool", tool=t.name, args={key: ArgSource(**src.model_dump())},
+        return DagNode(node_id=_free_id(dag_nodes), kind="tool", tool=t.name, args={key: ArgSource(**src.model_dump())},
                        requirement=w.requirement)
     return None
 
 
 def _session_read(dag_nodes: list[DagNode], coll: str | None, tools: dict[str, ToolCode]) -> DagNode | None:
     """A read of the caller's own record (a session collection's argument-less read), for the gold."""
-    taken = {n.node_id for n in dag_nodes}
     for t in sorted(tools.values(), key=lambda t: t.name):
         if t.effect == "read" and t.collection == coll and not ((t.parameters or {}).get("required") or []):
-            nid = next(f"b{i}" for i in range(100) if f"b{i}" not in taken)
-            return DagNode(node_id=nid, kind="tool", tool=t.name, args={})
+            return DagNode(node_id=_free_id(dag_nodes), kind="tool", tool=t.name, args={})
     return None
+
+
+def _free_id(dag_nodes: list[DagNode]) -> str:
+    """A node id the DAG does not use yet (b0, b1 ...) for a read the gold adds."""
+    taken = {n.node_id for n in dag_nodes}
+    return next(f"b{i}" for i in range(100) if f"b{i}" not in taken)
 
 
 def build(env: EnvironmentRecord, tools: dict[str, ToolCode], dag: TaskDag, w: DagNode, g: dict, runtime: Any,
